@@ -1,0 +1,216 @@
+//! Typed operations on an [`AgentClient`]: processes and files.
+use async_trait::async_trait;
+use std::sync::Arc;
+
+use hutch_core::{OutputEvent, Process, ProcessControl, SandboxError};
+use hutch_proto::{DirEntry, ErrorCode, ExecRequest, FileStat, Request, Response, FILE_CHUNK};
+use tokio::sync::mpsc;
+
+use crate::client::{AgentClient, Routed};
+
+/// A command running under the agent.
+pub struct AgentProcess {
+    client: AgentClient,
+    id: u64,
+    pid: u32,
+    rx: mpsc::UnboundedReceiver<Routed>,
+    finished: bool,
+}
+
+impl Drop for AgentProcess {
+    fn drop(&mut self) {
+        self.client.forget(self.id);
+    }
+}
+
+fn unexpected(r: &Response) -> SandboxError {
+    SandboxError::Agent {
+        code: ErrorCode::Unknown,
+        message: format!("unexpected agent answer {r:?}"),
+    }
+}
+
+impl AgentClient {
+    pub async fn spawn(
+        &self,
+        req: ExecRequest,
+        stdin: Vec<u8>,
+    ) -> Result<AgentProcess, SandboxError> {
+        let id = self.next_id();
+        let mut rx = self.send(Request::Exec { id, exec: req }, &stdin).await?;
+        match rx.recv().await {
+            Some((Response::Started { pid, .. }, _)) => {
+                Ok(AgentProcess { client: self.clone(), id, pid, rx, finished: false })
+            }
+            Some((Response::Error { code, message, .. }, _)) => {
+                self.forget(id);
+                Err(SandboxError::Agent { code, message })
+            }
+            Some((other, _)) => {
+                self.forget(id);
+                Err(unexpected(&other))
+            }
+            None => Err(SandboxError::AgentGone),
+        }
+    }
+
+    async fn ok(&self, req: Request, body: &[u8]) -> Result<(), SandboxError> {
+        match self.call(req, body).await? {
+            (Response::Ok { .. }, _) => Ok(()),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    /// Writes a whole file, in chunks the frame limit allows.
+    pub async fn write_file(
+        &self,
+        path: &str,
+        data: &[u8],
+        mode: Option<u32>,
+    ) -> Result<(), SandboxError> {
+        let mut chunks = data.chunks(FILE_CHUNK);
+        let first = chunks.next().unwrap_or(&[]);
+        self.ok(
+            Request::WriteFile { id: self.next_id(), path: path.into(), mode, append: false },
+            first,
+        )
+        .await?;
+        for c in chunks {
+            self.ok(
+                Request::WriteFile {
+                    id: self.next_id(),
+                    path: path.into(),
+                    mode: None,
+                    append: true,
+                },
+                c,
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    pub async fn read_file(&self, path: &str) -> Result<Vec<u8>, SandboxError> {
+        let mut out = Vec::new();
+        loop {
+            let req = Request::ReadFile {
+                id: self.next_id(),
+                path: path.into(),
+                offset: out.len() as u64,
+                len: FILE_CHUNK as u64,
+            };
+            match self.call(req, &[]).await? {
+                (Response::FileData { eof, size, .. }, data) => {
+                    if out.is_empty() {
+                        out.reserve(size as usize);
+                    }
+                    let empty = data.is_empty();
+                    out.extend_from_slice(&data);
+                    if eof || empty {
+                        return Ok(out);
+                    }
+                }
+                (other, _) => return Err(unexpected(&other)),
+            }
+        }
+    }
+
+    pub async fn list_dir(&self, path: &str) -> Result<Vec<DirEntry>, SandboxError> {
+        match self.call(Request::ListDir { id: self.next_id(), path: path.into() }, &[]).await? {
+            (Response::Entries { entries, .. }, _) => Ok(entries),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    pub async fn stat(&self, path: &str) -> Result<FileStat, SandboxError> {
+        match self.call(Request::Stat { id: self.next_id(), path: path.into() }, &[]).await? {
+            (Response::StatOk { stat, .. }, _) => Ok(stat),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    pub async fn remove(&self, path: &str, recursive: bool) -> Result<(), SandboxError> {
+        self.ok(Request::Remove { id: self.next_id(), path: path.into(), recursive }, &[]).await
+    }
+
+    pub async fn make_dir(&self, path: &str, parents: bool) -> Result<(), SandboxError> {
+        self.ok(Request::MakeDir { id: self.next_id(), path: path.into(), parents }, &[]).await
+    }
+
+    pub async fn rename(&self, from: &str, to: &str) -> Result<(), SandboxError> {
+        self.ok(Request::Rename { id: self.next_id(), from: from.into(), to: to.into() }, &[]).await
+    }
+
+    /// Asks the agent to kill everything and exit (the sandbox stops).
+    pub async fn shutdown(&self) -> Result<(), SandboxError> {
+        match self.call(Request::Shutdown { id: self.next_id() }, &[]).await {
+            Ok(_) | Err(SandboxError::AgentGone) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub async fn health(&self) -> Result<(u64, u32), SandboxError> {
+        match self.call(Request::Health { id: self.next_id() }, &[]).await? {
+            (Response::HealthOk { uptime_ms, processes, .. }, _) => Ok((uptime_ms, processes)),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+}
+
+/// Stdin and signals of one agent process.
+pub struct AgentControl {
+    client: AgentClient,
+    id: u64,
+}
+
+#[async_trait]
+impl ProcessControl for AgentControl {
+    async fn write_stdin(&self, data: &[u8]) -> Result<(), SandboxError> {
+        self.client.send_only(&Request::Stdin { id: self.id }, data).await
+    }
+
+    async fn close_stdin(&self) -> Result<(), SandboxError> {
+        self.client.send_only(&Request::StdinClose { id: self.id }, &[]).await
+    }
+
+    async fn signal(&self, signal: i32) -> Result<(), SandboxError> {
+        let req = Request::Signal { id: self.client.next_id(), exec_id: self.id, signal };
+        match self.client.call(req, &[]).await? {
+            (Response::Ok { .. }, _) => Ok(()),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+}
+
+#[async_trait]
+impl Process for AgentProcess {
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    fn control(&self) -> Arc<dyn ProcessControl> {
+        Arc::new(AgentControl { client: self.client.clone(), id: self.id })
+    }
+
+    async fn next_event(&mut self) -> Result<OutputEvent, SandboxError> {
+        if self.finished {
+            return Err(SandboxError::Agent {
+                code: ErrorCode::NoSuchProcess,
+                message: "the process has already exited".into(),
+            });
+        }
+        match self.rx.recv().await {
+            Some((Response::Stdout { .. }, d)) => Ok(OutputEvent::Stdout(d)),
+            Some((Response::Stderr { .. }, d)) => Ok(OutputEvent::Stderr(d)),
+            Some((Response::Exited { status, .. }, _)) => {
+                self.finished = true;
+                Ok(OutputEvent::Exited(status))
+            }
+            Some((Response::Error { code, message, .. }, _)) => {
+                Err(SandboxError::Agent { code, message })
+            }
+            Some((other, _)) => Err(unexpected(&other)),
+            None => Err(SandboxError::AgentGone),
+        }
+    }
+}

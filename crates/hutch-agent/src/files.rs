@@ -1,0 +1,143 @@
+//! File requests, served with the agent's own (unprivileged) uid: the kernel decides what the
+//! sandbox may touch. Relative paths resolve against the agent's working directory.
+use std::fs;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use hutch_proto::{DirEntry, ErrorCode, FileKind, FileStat, Request, Response, FILE_CHUNK};
+
+type Reply = Result<(Response, Vec<u8>), (ErrorCode, String)>;
+
+fn code(e: &io::Error) -> ErrorCode {
+    match e.kind() {
+        io::ErrorKind::NotFound => ErrorCode::NotFound,
+        io::ErrorKind::PermissionDenied => ErrorCode::PermissionDenied,
+        io::ErrorKind::AlreadyExists => ErrorCode::AlreadyExists,
+        _ => match e.raw_os_error() {
+            Some(libc::EROFS) | Some(libc::EACCES) | Some(libc::EPERM) => {
+                ErrorCode::PermissionDenied
+            }
+            Some(libc::ENOTDIR) => ErrorCode::NotFound,
+            _ => ErrorCode::Io,
+        },
+    }
+}
+
+fn fail(op: &str, path: &Path) -> impl Fn(io::Error) -> (ErrorCode, String) {
+    let what = format!("{op} {}", path.display());
+    move |e| (code(&e), format!("{what}: {e}"))
+}
+
+fn kind(ft: fs::FileType) -> FileKind {
+    if ft.is_symlink() {
+        FileKind::Symlink
+    } else if ft.is_dir() {
+        FileKind::Dir
+    } else if ft.is_file() {
+        FileKind::File
+    } else {
+        FileKind::Other
+    }
+}
+
+pub fn handle(req: Request, body: Vec<u8>, workdir: &str) -> Reply {
+    let abs = |p: &str| -> PathBuf { Path::new(workdir).join(p) };
+    match req {
+        Request::WriteFile { id, path, mode, append } => {
+            let p = abs(&path);
+            if let Some(parent) = p.parent() {
+                fs::create_dir_all(parent).map_err(fail("create directory for", &p))?;
+            }
+            let mut f = fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .append(append)
+                .truncate(!append)
+                .open(&p)
+                .map_err(fail("open", &p))?;
+            f.write_all(&body).map_err(fail("write", &p))?;
+            if let Some(m) = mode {
+                f.set_permissions(fs::Permissions::from_mode(m & 0o7777))
+                    .map_err(fail("chmod", &p))?;
+            }
+            Ok((Response::Ok { id }, Vec::new()))
+        }
+        Request::ReadFile { id, path, offset, len } => {
+            let p = abs(&path);
+            let mut f = fs::File::open(&p).map_err(fail("open", &p))?;
+            let meta = f.metadata().map_err(fail("stat", &p))?;
+            if meta.is_dir() {
+                return Err((
+                    ErrorCode::InvalidRequest,
+                    format!("read {}: is a directory", p.display()),
+                ));
+            }
+            f.seek(SeekFrom::Start(offset)).map_err(fail("seek", &p))?;
+            let want = len.min(FILE_CHUNK as u64) as usize;
+            let mut data = Vec::with_capacity(want);
+            Read::by_ref(&mut f)
+                .take(want as u64)
+                .read_to_end(&mut data)
+                .map_err(fail("read", &p))?;
+            let eof = offset + data.len() as u64 >= meta.len() || data.len() < want;
+            Ok((Response::FileData { id, offset, eof, size: meta.len() }, data))
+        }
+        Request::ListDir { id, path } => {
+            let p = abs(&path);
+            let mut entries = Vec::new();
+            for e in fs::read_dir(&p).map_err(fail("list", &p))? {
+                let e = e.map_err(fail("list", &p))?;
+                let Ok(m) = e.path().symlink_metadata() else { continue };
+                entries.push(DirEntry {
+                    name: e.file_name().to_string_lossy().into_owned(),
+                    kind: kind(m.file_type()),
+                    size: m.len(),
+                });
+            }
+            entries.sort_by(|a, b| a.name.cmp(&b.name));
+            Ok((Response::Entries { id, entries }, Vec::new()))
+        }
+        Request::Stat { id, path } => {
+            let p = abs(&path);
+            let m = p.symlink_metadata().map_err(fail("stat", &p))?;
+            let symlink_target = if m.file_type().is_symlink() {
+                fs::read_link(&p).ok().map(|t| t.to_string_lossy().into_owned())
+            } else {
+                None
+            };
+            let stat = FileStat {
+                path: p.to_string_lossy().into_owned(),
+                kind: kind(m.file_type()),
+                size: m.len(),
+                mode: m.mode() & 0o7777,
+                mtime: m.mtime(),
+                symlink_target,
+            };
+            Ok((Response::StatOk { id, stat }, Vec::new()))
+        }
+        Request::Remove { id, path, recursive } => {
+            let p = abs(&path);
+            let m = p.symlink_metadata().map_err(fail("remove", &p))?;
+            if m.is_dir() {
+                if recursive { fs::remove_dir_all(&p) } else { fs::remove_dir(&p) }
+                    .map_err(fail("remove", &p))?;
+            } else {
+                fs::remove_file(&p).map_err(fail("remove", &p))?;
+            }
+            Ok((Response::Ok { id }, Vec::new()))
+        }
+        Request::MakeDir { id, path, parents } => {
+            let p = abs(&path);
+            if parents { fs::create_dir_all(&p) } else { fs::create_dir(&p) }
+                .map_err(fail("mkdir", &p))?;
+            Ok((Response::Ok { id }, Vec::new()))
+        }
+        Request::Rename { id, from, to } => {
+            let (f, t) = (abs(&from), abs(&to));
+            fs::rename(&f, &t).map_err(fail("rename", &f))?;
+            Ok((Response::Ok { id }, Vec::new()))
+        }
+        other => Err((ErrorCode::InvalidRequest, format!("unexpected request {:?}", other.id()))),
+    }
+}

@@ -1,0 +1,548 @@
+//! [`ContainerBackend`] and [`ContainerSandbox`]: the lifecycle of one container sandbox.
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use hutch_agent_client::{is_static_elf, locate_agent, AgentClient, AgentProcess};
+use hutch_core::{
+    Availability, Backend, DirEntry, ExecRequest, FileStat, HostCapacity, Image, OutputEvent,
+    Phase, PhaseTimings, Process, ProcessControl, Sandbox, SandboxError, SandboxSpec,
+};
+use oci_spec::runtime::LinuxSeccomp;
+
+use crate::bundle::{build_spec, BundleInputs};
+use crate::cgroups::CgroupLayout;
+use crate::image::HostImage;
+use crate::runtime::{OciRuntime, RuntimeKind};
+use crate::ContainerError;
+
+/// How long the agent may take to answer its hello after the runtime started it.
+const AGENT_READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The cgroup parent under which every sandbox gets its own cgroup.
+pub const CGROUP_PARENT: &str = "hutch";
+
+#[derive(Debug, Clone)]
+pub struct ContainerConfig {
+    pub runtime: RuntimeKind,
+    /// Bundles, runtime state and the generated host image live here.
+    pub state_dir: PathBuf,
+    /// The agent binary; found automatically when `None`.
+    pub agent: Option<PathBuf>,
+}
+
+impl ContainerConfig {
+    pub fn new(runtime: RuntimeKind) -> Self {
+        Self { runtime, state_dir: default_state_dir(), agent: None }
+    }
+}
+
+/// `$HUTCH_STATE_DIR`, or `/run/hutch`.
+pub fn default_state_dir() -> PathBuf {
+    std::env::var_os("HUTCH_STATE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/run/hutch"))
+}
+
+struct Shared {
+    runtime: OciRuntime,
+    layout: CgroupLayout,
+    state_dir: PathBuf,
+    agent: PathBuf,
+    agent_static: bool,
+    seccomp: LinuxSeccomp,
+    host: HostCapacity,
+    host_image: OnceLock<HostImage>,
+}
+
+/// Creates container sandboxes through one OCI runtime.
+#[derive(Clone)]
+pub struct ContainerBackend {
+    shared: Arc<Shared>,
+}
+
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+fn random_id() -> String {
+    let mut b = [0u8; 6];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        use std::io::Read;
+        let _ = f.read_exact(&mut b);
+    }
+    static N: AtomicU64 = AtomicU64::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed) as u8;
+    b[5] ^= n;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!("hutch-{hex}")
+}
+
+impl ContainerBackend {
+    /// Checks the host (root, runtime binary, cgroups, agent) without running anything.
+    pub fn new(cfg: ContainerConfig) -> Result<Self, SandboxError> {
+        let name = format!("container:{}", cfg.runtime.name());
+        if euid() != 0 {
+            return Err(SandboxError::Unavailable {
+                backend: name,
+                reason:
+                    "the container backend needs root (it creates namespaces, mounts and cgroups)"
+                        .into(),
+                fix: "run hutch as root (e.g. with sudo)".into(),
+            });
+        }
+        let layout = CgroupLayout::detect();
+        if layout == CgroupLayout::None {
+            return Err(SandboxError::Unavailable {
+                backend: name,
+                reason: "no cgroup filesystem is mounted, so limits cannot be enforced".into(),
+                fix: "mount cgroup2 on /sys/fs/cgroup (mount -t cgroup2 none /sys/fs/cgroup)"
+                    .into(),
+            });
+        }
+        let runtime = OciRuntime::locate(
+            cfg.runtime,
+            cfg.state_dir.join("runtime").join(cfg.runtime.name()),
+            &layout,
+        )?;
+        let agent = match cfg.agent {
+            Some(a) => a,
+            None => locate_agent().map_err(|m| SandboxError::Unavailable {
+                backend: name.clone(),
+                reason: m,
+                fix: "run scripts/build-agent.sh (or scripts/install.sh)".into(),
+            })?,
+        };
+        let agent_static = is_static_elf(&agent).map_err(|e| {
+            SandboxError::io(format!("cannot read the agent binary {}", agent.display()), e)
+        })?;
+        for d in [cfg.state_dir.join("sandboxes"), runtime.state_root.clone()] {
+            std::fs::create_dir_all(&d)
+                .map_err(|e| SandboxError::io(format!("cannot create {}", d.display()), e))?;
+        }
+        let seccomp = crate::seccomp::default_seccomp()?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                runtime,
+                layout,
+                state_dir: cfg.state_dir,
+                agent,
+                agent_static,
+                seccomp,
+                host: HostCapacity::probe(),
+                host_image: OnceLock::new(),
+            }),
+        })
+    }
+
+    pub fn runtime(&self) -> &OciRuntime {
+        &self.shared.runtime
+    }
+
+    pub fn layout(&self) -> &CgroupLayout {
+        &self.shared.layout
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        &self.shared.state_dir
+    }
+
+    fn host_image(&self) -> Result<HostImage, ContainerError> {
+        if let Some(i) = self.shared.host_image.get() {
+            return Ok(i.clone());
+        }
+        let img = HostImage::ensure(&self.shared.state_dir.join("images"))?;
+        Ok(self.shared.host_image.get_or_init(|| img).clone())
+    }
+
+    /// Writes the bundle of a new sandbox to `dir` and returns the cgroup path it uses.
+    pub fn write_bundle(
+        &self,
+        id: &str,
+        spec: &SandboxSpec,
+        dir: &Path,
+    ) -> Result<String, SandboxError> {
+        let cgroups_path = format!("/{CGROUP_PARENT}/{id}");
+        let host_img;
+        let (rootfs, binds, etc): (PathBuf, &[PathBuf], Option<&Path>) = match &spec.image {
+            Image::Host => {
+                host_img = self.host_image()?;
+                (host_img.rootfs.clone(), &host_img.binds, Some(&host_img.etc))
+            }
+            Image::Rootfs(p) => {
+                if !self.shared.agent_static {
+                    return Err(SandboxError::InvalidSpec(format!(
+                        "the guest agent {} is dynamically linked and cannot run in a custom rootfs; build it static with scripts/build-agent.sh",
+                        self.shared.agent.display()
+                    )));
+                }
+                let abs = p.canonicalize().map_err(|e| {
+                    SandboxError::InvalidSpec(format!("rootfs {}: {e}", p.display()))
+                })?;
+                (abs, &[], None)
+            }
+        };
+        let inputs = BundleInputs {
+            rootfs: &rootfs,
+            host_binds: binds,
+            etc,
+            agent: &self.shared.agent,
+            cgroups_path: &cgroups_path,
+            seccomp: self.shared.seccomp.clone(),
+        };
+        let config = build_spec(spec, &inputs)?;
+        let json = serde_json::to_vec(&config)
+            .map_err(|e| SandboxError::runtime("bundle", e.to_string()))?;
+        std::fs::write(dir.join("config.json"), json).map_err(|e| {
+            SandboxError::io(format!("cannot write {}", dir.join("config.json").display()), e)
+        })?;
+        Ok(cgroups_path)
+    }
+
+    /// Containers and cgroups of hutch that exist right now (for leak checks and `doctor`).
+    pub async fn leftovers(&self) -> (Vec<String>, Vec<PathBuf>) {
+        let containers = self.shared.runtime.list().await.unwrap_or_default();
+        (containers, self.shared.layout.children(CGROUP_PARENT))
+    }
+}
+
+#[async_trait]
+impl Backend for ContainerBackend {
+    fn name(&self) -> String {
+        format!("container:{}", self.shared.runtime.kind.name())
+    }
+
+    async fn availability(&self) -> Availability {
+        let name = self.name();
+        let version =
+            self.shared.runtime.version().await.unwrap_or_else(|| "unknown version".into());
+        let probe = async {
+            let mut sb = self.create(SandboxSpec::default()).await?;
+            let r = async {
+                sb.start().await?;
+                sb.exec(
+                    ExecRequest::argv(["/bin/echo", "ok"]),
+                    Vec::new(),
+                    &mut hutch_core::Discard,
+                )
+                .await
+            }
+            .await;
+            let _ = sb.destroy().await;
+            r
+        };
+        match tokio::time::timeout(Duration::from_secs(30), probe).await {
+            Ok(Ok(r)) if r.stdout == b"ok\n" => Availability::yes(
+                name,
+                format!(
+                    "{version}; {}; booted a sandbox and ran echo",
+                    self.shared.layout.describe()
+                ),
+            ),
+            Ok(Ok(r)) => Availability::no(
+                name,
+                format!(
+                    "probe sandbox ran echo but printed {:?}",
+                    String::from_utf8_lossy(&r.stdout)
+                ),
+                "run hutch doctor --verbose and report the output",
+            ),
+            Ok(Err(e)) => Availability::no(
+                name,
+                format!("{version}: probe sandbox failed: {e}"),
+                hint_for(&e.to_string()),
+            ),
+            Err(_) => Availability::no(
+                name,
+                "probe sandbox did not finish within 30 s",
+                "check that the runtime works: run it by hand on a bundle",
+            ),
+        }
+    }
+
+    async fn create(&self, spec: SandboxSpec) -> Result<Box<dyn Sandbox>, SandboxError> {
+        let mut timings = PhaseTimings::default();
+        let t = Instant::now();
+        spec.validate(self.shared.host)?;
+        let id = random_id();
+        let dir = self.shared.state_dir.join("sandboxes").join(&id);
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| SandboxError::io(format!("cannot create {}", dir.display()), e))?;
+        let cgroup = match self.write_bundle(&id, &spec, &dir) {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+        };
+        timings.add(Phase::Prepare, t.elapsed());
+        Ok(Box::new(ContainerSandbox {
+            id,
+            spec,
+            dir,
+            cgroup,
+            backend: self.clone(),
+            client: None,
+            started: false,
+            destroyed: false,
+            timings: Arc::new(Mutex::new(timings)),
+            oom_seen: Arc::new(AtomicU64::new(0)),
+        }))
+    }
+}
+
+/// A hint for a runtime failure message.
+pub fn hint_for(msg: &str) -> String {
+    let m = msg.to_ascii_lowercase();
+    if m.contains("hybrid mode") {
+        "crun refused the hybrid cgroup layout; use --runtime runc, or report this (hutch hides the cgroup2 mount for crun)".into()
+    } else if m.contains("setrlimit") {
+        "the host does not allow raising a resource limit (no CAP_SYS_RESOURCE); lower the limit"
+            .into()
+    } else if m.contains("oom_score_adj") {
+        "the host does not allow lowering oom_score_adj; use a runtime configuration that does not set it".into()
+    } else if m.contains("permission denied") || m.contains("operation not permitted") {
+        "run as root on a host that allows namespaces and mounts (run hutch doctor)".into()
+    } else if m.contains("no such file") {
+        "check the rootfs and that the runtime and agent binaries exist (run hutch doctor)".into()
+    } else {
+        "run hutch doctor for a check of this host".into()
+    }
+}
+
+/// One container sandbox.
+pub struct ContainerSandbox {
+    id: String,
+    spec: SandboxSpec,
+    dir: PathBuf,
+    cgroup: String,
+    backend: ContainerBackend,
+    client: Option<AgentClient>,
+    started: bool,
+    destroyed: bool,
+    timings: Arc<Mutex<PhaseTimings>>,
+    oom_seen: Arc<AtomicU64>,
+}
+
+impl ContainerSandbox {
+    fn add_time(&self, phase: Phase, d: Duration) {
+        self.timings.lock().unwrap_or_else(|p| p.into_inner()).add(phase, d);
+    }
+
+    fn client(&self) -> Result<&AgentClient, SandboxError> {
+        self.client.as_ref().ok_or(SandboxError::NotRunning)
+    }
+
+    /// The runtime's and agent's log (stderr of the container's init), for error messages.
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(self.dir.join("agent.log")).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        lines[lines.len().saturating_sub(3)..].join(" | ")
+    }
+
+    pub fn cgroup_path(&self) -> &str {
+        &self.cgroup
+    }
+
+    fn cleanup_host(&mut self) -> Result<(), SandboxError> {
+        let stuck = self.backend.shared.layout.remove(&self.cgroup);
+        let _ = std::fs::remove_dir_all(&self.dir);
+        if !stuck.is_empty() {
+            return Err(SandboxError::runtime(
+                "cleanup",
+                format!(
+                    "cgroups still in use: {}",
+                    stuck.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ContainerSandbox {
+    fn drop(&mut self) {
+        if !self.destroyed {
+            // Last resort for paths that never reached destroy(): leave nothing behind.
+            if self.started {
+                self.backend.shared.runtime.delete_blocking(&self.id);
+            }
+            let _ = self.cleanup_host();
+        }
+    }
+}
+
+#[async_trait]
+impl Sandbox for ContainerSandbox {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn spec(&self) -> &SandboxSpec {
+        &self.spec
+    }
+
+    fn timings(&self) -> PhaseTimings {
+        self.timings.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    async fn start(&mut self) -> Result<(), SandboxError> {
+        if self.started {
+            return Ok(());
+        }
+        let t = Instant::now();
+        let (host_end, guest_end) = std::os::unix::net::UnixStream::pair()
+            .map_err(|e| SandboxError::io("cannot create the agent socket pair", e))?;
+        let log_path = self.dir.join("agent.log");
+        let log = std::fs::File::create(&log_path)
+            .map_err(|e| SandboxError::io(format!("cannot create {}", log_path.display()), e))?;
+        let guest: OwnedFd = guest_end.into();
+        self.started = true;
+        let run = self.backend.shared.runtime.run_detached(&self.id, &self.dir, &guest, log).await;
+        drop(guest);
+        if let Err(e) = run {
+            let detail = self.log_tail();
+            let msg = if detail.is_empty() { e.to_string() } else { format!("{e}: {detail}") };
+            return Err(SandboxError::Runtime {
+                what: format!(
+                    "starting the sandbox with {}",
+                    self.backend.shared.runtime.kind.name()
+                ),
+                message: format!("{msg} (hint: {})", hint_for(&msg)),
+            });
+        }
+        self.add_time(Phase::RuntimeCreate, t.elapsed());
+        let t = Instant::now();
+        host_end.set_nonblocking(true).map_err(|e| SandboxError::io("agent socket", e))?;
+        let stream = tokio::net::UnixStream::from_std(host_end)
+            .map_err(|e| SandboxError::io("agent socket", e))?;
+        match AgentClient::connect(stream, AGENT_READY_TIMEOUT).await {
+            Ok((client, _info)) => self.client = Some(client),
+            Err(e) => {
+                let detail = self.log_tail();
+                return Err(SandboxError::AgentNotReady(if detail.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{e}; agent log: {detail}")
+                }));
+            }
+        }
+        self.add_time(Phase::AgentReady, t.elapsed());
+        Ok(())
+    }
+
+    async fn spawn(
+        &self,
+        mut req: ExecRequest,
+        stdin: Vec<u8>,
+    ) -> Result<Box<dyn Process>, SandboxError> {
+        self.spec.limits.apply(&mut req);
+        let inner = self.client()?.spawn(req, stdin).await?;
+        Ok(Box::new(ContainerProcess {
+            inner,
+            started: Instant::now(),
+            layout: self.backend.shared.layout.clone(),
+            cgroup: self.cgroup.clone(),
+            oom_seen: self.oom_seen.clone(),
+            timings: self.timings.clone(),
+        }))
+    }
+
+    async fn write_file(
+        &self,
+        path: &str,
+        data: &[u8],
+        mode: Option<u32>,
+    ) -> Result<(), SandboxError> {
+        self.client()?.write_file(path, data, mode).await
+    }
+
+    async fn read_file(&self, path: &str) -> Result<Vec<u8>, SandboxError> {
+        self.client()?.read_file(path).await
+    }
+
+    async fn list_dir(&self, path: &str) -> Result<Vec<DirEntry>, SandboxError> {
+        self.client()?.list_dir(path).await
+    }
+
+    async fn stat(&self, path: &str) -> Result<FileStat, SandboxError> {
+        self.client()?.stat(path).await
+    }
+
+    async fn remove(&self, path: &str, recursive: bool) -> Result<(), SandboxError> {
+        self.client()?.remove(path, recursive).await
+    }
+
+    async fn make_dir(&self, path: &str, parents: bool) -> Result<(), SandboxError> {
+        self.client()?.make_dir(path, parents).await
+    }
+
+    async fn rename(&self, from: &str, to: &str) -> Result<(), SandboxError> {
+        self.client()?.rename(from, to).await
+    }
+
+    async fn stop(&mut self) -> Result<(), SandboxError> {
+        if let Some(c) = self.client.take() {
+            c.shutdown().await?;
+        }
+        Ok(())
+    }
+
+    async fn destroy(mut self: Box<Self>) -> Result<PhaseTimings, SandboxError> {
+        let t = Instant::now();
+        self.destroyed = true;
+        // The runtime kills init (the agent) and with it the whole pid namespace.
+        self.client = None;
+        let deleted =
+            if self.started { self.backend.shared.runtime.delete(&self.id).await } else { Ok(()) };
+        let cleaned = self.cleanup_host();
+        self.add_time(Phase::Destroy, t.elapsed());
+        deleted?;
+        cleaned?;
+        Ok(self.timings())
+    }
+}
+
+/// An agent process plus the host-side knowledge the agent lacks (OOM kills, exec timing).
+struct ContainerProcess {
+    inner: AgentProcess,
+    started: Instant,
+    layout: CgroupLayout,
+    cgroup: String,
+    oom_seen: Arc<AtomicU64>,
+    timings: Arc<Mutex<PhaseTimings>>,
+}
+
+#[async_trait]
+impl Process for ContainerProcess {
+    fn pid(&self) -> u32 {
+        self.inner.pid()
+    }
+
+    fn control(&self) -> Arc<dyn ProcessControl> {
+        self.inner.control()
+    }
+
+    async fn next_event(&mut self) -> Result<OutputEvent, SandboxError> {
+        let ev = self.inner.next_event().await?;
+        if let OutputEvent::Exited(mut st) = ev {
+            self.timings
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .add(Phase::Exec, self.started.elapsed());
+            if st.signal == Some(libc::SIGKILL) && !st.timed_out {
+                if let Some(n) = self.layout.oom_kills(&self.cgroup) {
+                    if n > self.oom_seen.swap(n, Ordering::Relaxed) {
+                        st.oom_killed = true;
+                    }
+                }
+            }
+            return Ok(OutputEvent::Exited(st));
+        }
+        Ok(ev)
+    }
+}

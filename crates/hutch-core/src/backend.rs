@@ -1,0 +1,147 @@
+//! The small traits every isolation engine implements.
+//!
+//! A [`Backend`] says whether it can run here and creates sandboxes; a [`Sandbox`] is one live
+//! isolated environment. Every command-level operation is built on [`Sandbox::spawn`], so a
+//! backend implements one process primitive and gets `exec` for free.
+use async_trait::async_trait;
+use hutch_proto::{DirEntry, FileStat};
+use serde::Serialize;
+
+use crate::exec::{ExecRequest, ExecResult, OutputEvent, OutputSink};
+use crate::{PhaseTimings, SandboxError, SandboxSpec};
+
+/// Whether a backend works on this host, and if not, why and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Availability {
+    pub backend: String,
+    pub available: bool,
+    /// What was checked and what was found.
+    pub detail: String,
+    /// When unavailable: what to install or change.
+    pub fix: Option<String>,
+}
+
+impl Availability {
+    pub fn yes(backend: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self { backend: backend.into(), available: true, detail: detail.into(), fix: None }
+    }
+
+    pub fn no(
+        backend: impl Into<String>,
+        detail: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
+        Self {
+            backend: backend.into(),
+            available: false,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+
+    /// The error to return when a caller insists on an unavailable backend.
+    pub fn into_error(self) -> SandboxError {
+        SandboxError::Unavailable {
+            backend: self.backend,
+            reason: self.detail,
+            fix: self.fix.unwrap_or_default(),
+        }
+    }
+}
+
+#[async_trait]
+pub trait Backend: Send + Sync {
+    /// Stable name, e.g. `container:crun`.
+    fn name(&self) -> String;
+
+    /// Really tries to run something (a file descriptor or a binary on PATH proves nothing).
+    async fn availability(&self) -> Availability;
+
+    /// Prepares a sandbox (bundle, directories); nothing runs yet. Call [`Sandbox::start`] next.
+    async fn create(&self, spec: SandboxSpec) -> Result<Box<dyn Sandbox>, SandboxError>;
+}
+
+/// Input and signals for a running command; cheap to share with another task (e.g. one that
+/// forwards a terminal's stdin while the owner reads output).
+#[async_trait]
+pub trait ProcessControl: Send + Sync {
+    async fn write_stdin(&self, data: &[u8]) -> Result<(), SandboxError>;
+    async fn close_stdin(&self) -> Result<(), SandboxError>;
+    async fn signal(&self, signal: i32) -> Result<(), SandboxError>;
+}
+
+/// A running command inside a sandbox.
+#[async_trait]
+pub trait Process: Send {
+    /// The process id inside the sandbox.
+    fn pid(&self) -> u32;
+    fn control(&self) -> std::sync::Arc<dyn ProcessControl>;
+    /// The next output chunk or the exit; after `Exited` the process is finished.
+    async fn next_event(&mut self) -> Result<OutputEvent, SandboxError>;
+}
+
+#[async_trait]
+pub trait Sandbox: Send + Sync {
+    fn id(&self) -> &str;
+    fn spec(&self) -> &SandboxSpec;
+    /// Phase timings so far.
+    fn timings(&self) -> PhaseTimings;
+
+    /// Starts the engine and waits until the guest agent answers.
+    async fn start(&mut self) -> Result<(), SandboxError>;
+
+    /// Starts a command. With `StdinMode::Inline`, `stdin` is its whole input.
+    async fn spawn(
+        &self,
+        req: ExecRequest,
+        stdin: Vec<u8>,
+    ) -> Result<Box<dyn Process>, SandboxError>;
+
+    /// Runs a command to completion, streaming its output to `sink` and collecting it (up to the
+    /// request's output limit) into the result.
+    async fn exec(
+        &self,
+        req: ExecRequest,
+        stdin: Vec<u8>,
+        sink: &mut dyn OutputSink,
+    ) -> Result<ExecResult, SandboxError> {
+        let mut p = self.spawn(req, stdin).await?;
+        let mut res = ExecResult::default();
+        loop {
+            match p.next_event().await? {
+                OutputEvent::Stdout(d) => {
+                    sink.stdout(&d);
+                    res.stdout.extend_from_slice(&d);
+                }
+                OutputEvent::Stderr(d) => {
+                    sink.stderr(&d);
+                    res.stderr.extend_from_slice(&d);
+                }
+                OutputEvent::Exited(st) => {
+                    res.status = st;
+                    return Ok(res);
+                }
+            }
+        }
+    }
+
+    async fn write_file(
+        &self,
+        path: &str,
+        data: &[u8],
+        mode: Option<u32>,
+    ) -> Result<(), SandboxError>;
+    async fn read_file(&self, path: &str) -> Result<Vec<u8>, SandboxError>;
+    async fn list_dir(&self, path: &str) -> Result<Vec<DirEntry>, SandboxError>;
+    async fn stat(&self, path: &str) -> Result<FileStat, SandboxError>;
+    async fn remove(&self, path: &str, recursive: bool) -> Result<(), SandboxError>;
+    async fn make_dir(&self, path: &str, parents: bool) -> Result<(), SandboxError>;
+    async fn rename(&self, from: &str, to: &str) -> Result<(), SandboxError>;
+
+    /// Stops every process; the sandbox can no longer run commands.
+    async fn stop(&mut self) -> Result<(), SandboxError>;
+
+    /// Removes everything the sandbox created on the host (processes, cgroups, mounts, files).
+    /// Safe to call in any state; returns the final timings.
+    async fn destroy(self: Box<Self>) -> Result<PhaseTimings, SandboxError>;
+}

@@ -1,0 +1,321 @@
+//! Typed protocol messages. Every message carries an `id`: requests pick it, responses echo it,
+//! and the frames of one exec (output chunks, stdin, signals, the exit) all use the exec's id.
+//!
+//! Rules (VERSIONING.md): fields are only ever added, and added fields are `Option` or have a
+//! `#[serde(default)]`, so an older peer ignores them and a newer peer copes with their absence.
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// What to run: an argv vector (no shell) or a shell string run with `/bin/sh -c`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecCommand {
+    Argv(Vec<String>),
+    Shell(String),
+}
+
+/// Where the process's stdin comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StdinMode {
+    /// `/dev/null`.
+    #[default]
+    Null,
+    /// The exec frame's body, then end of file.
+    Inline,
+    /// `stdin` frames with the exec's id until a `stdin_close`.
+    Stream,
+}
+
+/// One command to run inside the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecRequest {
+    pub command: ExecCommand,
+    /// Added to (and overriding) the sandbox's environment.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Working directory; the sandbox default when absent.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Wall-clock limit; the whole process tree is killed when it passes.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Bytes of stdout and of stderr (each) delivered before output is cut with a marker.
+    #[serde(default = "default_output_limit")]
+    pub output_limit: u64,
+    #[serde(default)]
+    pub stdin: StdinMode,
+}
+
+fn default_output_limit() -> u64 {
+    1024 * 1024
+}
+
+impl ExecRequest {
+    pub fn argv<I: IntoIterator<Item = S>, S: Into<String>>(argv: I) -> Self {
+        Self::new(ExecCommand::Argv(argv.into_iter().map(Into::into).collect()))
+    }
+
+    pub fn shell(script: impl Into<String>) -> Self {
+        Self::new(ExecCommand::Shell(script.into()))
+    }
+
+    pub fn new(command: ExecCommand) -> Self {
+        Self {
+            command,
+            env: BTreeMap::new(),
+            cwd: None,
+            timeout_ms: None,
+            output_limit: default_output_limit(),
+            stdin: StdinMode::Null,
+        }
+    }
+}
+
+/// How an exec ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecStatus {
+    /// Exit code when the process exited normally.
+    pub exit_code: Option<i32>,
+    /// Signal number when the process was killed by a signal.
+    pub signal: Option<i32>,
+    /// The wall-clock timeout fired and the process tree was killed.
+    #[serde(default)]
+    pub timed_out: bool,
+    /// Total bytes the process wrote to stdout / stderr (including what was cut).
+    #[serde(default)]
+    pub stdout_bytes: u64,
+    #[serde(default)]
+    pub stderr_bytes: u64,
+    /// Output beyond `output_limit` was dropped.
+    #[serde(default)]
+    pub stdout_truncated: bool,
+    #[serde(default)]
+    pub stderr_truncated: bool,
+    /// Time from spawn to exit inside the guest, in microseconds.
+    #[serde(default)]
+    pub duration_us: u64,
+    /// Set by the host (never by the agent) when the sandbox's memory cgroup recorded an
+    /// out-of-memory kill while the command ran.
+    #[serde(default)]
+    pub oom_killed: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileKind {
+    File,
+    Dir,
+    Symlink,
+    Other,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileStat {
+    pub path: String,
+    pub kind: FileKind,
+    pub size: u64,
+    pub mode: u32,
+    /// Seconds since the epoch.
+    pub mtime: i64,
+    #[serde(default)]
+    pub symlink_target: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirEntry {
+    pub name: String,
+    pub kind: FileKind,
+    pub size: u64,
+}
+
+/// Machine-readable error codes the agent returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    NotFound,
+    PermissionDenied,
+    AlreadyExists,
+    InvalidRequest,
+    SpawnFailed,
+    NoSuchProcess,
+    Unsupported,
+    Io,
+    /// A code this side does not know (from a newer peer).
+    #[serde(other)]
+    Unknown,
+}
+
+/// Host -> agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// First frame on a connection: the host's protocol generation.
+    Hello {
+        id: u64,
+        protocol: u32,
+        client: String,
+    },
+    Health {
+        id: u64,
+    },
+    /// Start a command; with [`StdinMode::Inline`] the body is its stdin.
+    Exec {
+        id: u64,
+        exec: ExecRequest,
+    },
+    /// Bytes for the stdin of exec `id` (body).
+    Stdin {
+        id: u64,
+    },
+    StdinClose {
+        id: u64,
+    },
+    /// Send a signal to the process group of exec `id`.
+    Signal {
+        id: u64,
+        exec_id: u64,
+        signal: i32,
+    },
+    /// Write the body to `path` (truncate, or append when `append`); parents are created.
+    WriteFile {
+        id: u64,
+        path: String,
+        #[serde(default)]
+        mode: Option<u32>,
+        #[serde(default)]
+        append: bool,
+    },
+    /// Read up to `len` bytes from `offset`.
+    ReadFile {
+        id: u64,
+        path: String,
+        offset: u64,
+        len: u64,
+    },
+    ListDir {
+        id: u64,
+        path: String,
+    },
+    Stat {
+        id: u64,
+        path: String,
+    },
+    Remove {
+        id: u64,
+        path: String,
+        #[serde(default)]
+        recursive: bool,
+    },
+    MakeDir {
+        id: u64,
+        path: String,
+        #[serde(default)]
+        parents: bool,
+    },
+    Rename {
+        id: u64,
+        from: String,
+        to: String,
+    },
+    /// Kill every process and exit: the sandbox stops.
+    Shutdown {
+        id: u64,
+    },
+}
+
+impl Request {
+    pub fn id(&self) -> u64 {
+        match self {
+            Request::Hello { id, .. }
+            | Request::Health { id }
+            | Request::Exec { id, .. }
+            | Request::Stdin { id }
+            | Request::StdinClose { id }
+            | Request::Signal { id, .. }
+            | Request::WriteFile { id, .. }
+            | Request::ReadFile { id, .. }
+            | Request::ListDir { id, .. }
+            | Request::Stat { id, .. }
+            | Request::Remove { id, .. }
+            | Request::MakeDir { id, .. }
+            | Request::Rename { id, .. }
+            | Request::Shutdown { id } => *id,
+        }
+    }
+}
+
+/// Agent -> host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Response {
+    HelloOk {
+        id: u64,
+        protocol: u32,
+        agent_version: String,
+        features: Vec<String>,
+    },
+    HealthOk {
+        id: u64,
+        uptime_ms: u64,
+        processes: u32,
+    },
+    /// The command of exec `id` is running as `pid` (guest pid namespace).
+    Started {
+        id: u64,
+        pid: u32,
+    },
+    /// A chunk of stdout / stderr of exec `id` (body).
+    Stdout {
+        id: u64,
+    },
+    Stderr {
+        id: u64,
+    },
+    Exited {
+        id: u64,
+        status: ExecStatus,
+    },
+    Ok {
+        id: u64,
+    },
+    /// File bytes (body) read at `offset`; `eof` when the file ends within this chunk.
+    FileData {
+        id: u64,
+        offset: u64,
+        eof: bool,
+        size: u64,
+    },
+    Entries {
+        id: u64,
+        entries: Vec<DirEntry>,
+    },
+    StatOk {
+        id: u64,
+        stat: FileStat,
+    },
+    Error {
+        id: u64,
+        code: ErrorCode,
+        message: String,
+    },
+}
+
+impl Response {
+    pub fn id(&self) -> u64 {
+        match self {
+            Response::HelloOk { id, .. }
+            | Response::HealthOk { id, .. }
+            | Response::Started { id, .. }
+            | Response::Stdout { id }
+            | Response::Stderr { id }
+            | Response::Exited { id, .. }
+            | Response::Ok { id }
+            | Response::FileData { id, .. }
+            | Response::Entries { id, .. }
+            | Response::StatOk { id, .. }
+            | Response::Error { id, .. } => *id,
+        }
+    }
+}
