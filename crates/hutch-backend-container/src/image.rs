@@ -4,14 +4,14 @@
 //! every sandbox. A `rootfs` image is a directory the user provides.
 use std::fs;
 use std::io;
-use std::os::unix::fs::symlink;
+use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::ContainerError;
 
 /// Bumped when the skeleton layout changes, so old copies are not reused.
-const HOST_IMAGE_VERSION: u32 = 1;
+const HOST_IMAGE_VERSION: u32 = 2;
 
 /// Top-level host directories that hold programs and libraries.
 pub const HOST_DIRS: [&str; 7] = ["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"];
@@ -127,6 +127,9 @@ fn build_host(dir: &Path) -> Result<(), ContainerError> {
             fs::create_dir_all(&target).map_err(io_err("create", &target))?;
         }
     }
+    // runc gives a tmpfs the mode of the directory it covers: /tmp must be world-writable + sticky.
+    let tmp = rootfs.join("tmp");
+    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o1777)).map_err(io_err("chmod", &tmp))?;
     fs::create_dir_all(&etc).map_err(io_err("create", &etc))?;
     let files: [(&str, &str); 6] = [
         (

@@ -83,15 +83,11 @@ fn pre_exec_hook(
     }
 }
 
-/// Finds an executable on PATH (plus the usual sbin directories, which root's PATH may lack).
+/// Finds an executable on PATH.
 pub fn which(name: &str) -> Option<PathBuf> {
     let path = std::env::var("PATH").unwrap_or_default();
-    let found = path
-        .split(':')
-        .chain(["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"])
-        .filter(|d| !d.is_empty())
-        .map(|d| Path::new(d).join(name))
-        .find(|p| {
+    let found =
+        path.split(':').filter(|d| !d.is_empty()).map(|d| Path::new(d).join(name)).find(|p| {
             use std::os::unix::fs::PermissionsExt;
             p.metadata()
                 .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)

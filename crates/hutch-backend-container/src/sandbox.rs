@@ -264,6 +264,21 @@ impl Backend for ContainerBackend {
         }
     }
 
+    async fn host_resources(&self) -> Vec<String> {
+        let (containers, cgroups) = self.leftovers().await;
+        let dirs = std::fs::read_dir(self.shared.state_dir.join("sandboxes"))
+            .map(|rd| {
+                rd.flatten().map(|e| format!("bundle:{}", e.path().display())).collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        containers
+            .into_iter()
+            .map(|c| format!("container:{c}"))
+            .chain(cgroups.into_iter().map(|c| format!("cgroup:{}", c.display())))
+            .chain(dirs)
+            .collect()
+    }
+
     async fn create(&self, spec: SandboxSpec) -> Result<Box<dyn Sandbox>, SandboxError> {
         let mut timings = PhaseTimings::default();
         let t = Instant::now();
@@ -534,11 +549,11 @@ impl Process for ContainerProcess {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .add(Phase::Exec, self.started.elapsed());
-            if st.signal == Some(libc::SIGKILL) && !st.timed_out {
-                if let Some(n) = self.layout.oom_kills(&self.cgroup) {
-                    if n > self.oom_seen.swap(n, Ordering::Relaxed) {
-                        st.oom_killed = true;
-                    }
+            // Any OOM kill in the sandbox while this command ran (the killed process may be a
+            // child of the command, e.g. `sh -c 'python3 ...'`).
+            if let Some(n) = self.layout.oom_kills(&self.cgroup) {
+                if n > self.oom_seen.swap(n, Ordering::Relaxed) {
+                    st.oom_killed = true;
                 }
             }
             return Ok(OutputEvent::Exited(st));

@@ -38,8 +38,54 @@ pub mod exit {
     pub const NOT_FOUND: u8 = 127;
 }
 
+/// clap's errors are several lines with a usage block; hutch prints one line with the problem and
+/// where to look.
+fn parse() -> Result<Cli, ExitCode> {
+    match Cli::try_parse() {
+        Ok(c) => Ok(c),
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                return Err(ExitCode::SUCCESS);
+            }
+            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                let _ = e.print();
+                return Err(ExitCode::from(exit::USAGE));
+            }
+            let text = e.render().to_string();
+            let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+            let first = lines
+                .next()
+                .unwrap_or("invalid arguments")
+                .trim_start_matches("error: ")
+                .to_string();
+            let tip = lines
+                .find_map(|l| {
+                    l.strip_prefix("tip: ")
+                        .or_else(|| l.strip_prefix("[").and_then(|p| p.strip_suffix("]")))
+                })
+                .map(|t| format!(" ({t})"))
+                .unwrap_or_default();
+            let usage = text
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("Usage: "))
+                .unwrap_or("hutch [COMMAND]");
+            let cmd: Vec<&str> = usage
+                .split_whitespace()
+                .take_while(|w| !w.starts_with('[') && !w.starts_with('<'))
+                .collect();
+            eprintln!("hutch: {first}{tip}; see '{} --help'", cmd.join(" "));
+            Err(ExitCode::from(exit::USAGE))
+        }
+    }
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match parse() {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -59,6 +59,12 @@ pub trait Backend: Send + Sync {
 
     /// Prepares a sandbox (bundle, directories); nothing runs yet. Call [`Sandbox::start`] next.
     async fn create(&self, spec: SandboxSpec) -> Result<Box<dyn Sandbox>, SandboxError>;
+
+    /// Host resources this backend holds right now (engine containers, cgroups, ...), one string
+    /// each, for leak checks and reconciliation.
+    async fn host_resources(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Input and signals for a running command; cheap to share with another task (e.g. one that

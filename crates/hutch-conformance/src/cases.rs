@@ -1,0 +1,535 @@
+//! The cases. Each creates what it needs, checks one behaviour, and destroys its sandbox.
+use anyhow::{bail, ensure, Context, Result};
+use hutch_core::{
+    Backend, Discard, ExecRequest, ExecResult, FileKind, Limits, OutputEvent, Sandbox, SandboxSpec,
+    StdinMode,
+};
+
+async fn started(b: &dyn Backend, spec: SandboxSpec) -> Result<Box<dyn Sandbox>> {
+    let mut sb = b.create(spec).await.context("create")?;
+    if let Err(e) = sb.start().await {
+        let _ = sb.destroy().await;
+        return Err(e).context("start");
+    }
+    Ok(sb)
+}
+
+/// Destroys the sandbox whatever the case's result was; the case's error wins.
+async fn finish<T>(sandbox: Box<dyn Sandbox>, r: Result<T>) -> Result<T> {
+    let d = sandbox.destroy().await;
+    let v = r?;
+    d.context("destroy")?;
+    Ok(v)
+}
+
+async fn sh(sb: &dyn Sandbox, script: &str) -> Result<ExecResult> {
+    Ok(sb.exec(ExecRequest::shell(script), Vec::new(), &mut Discard).await?)
+}
+
+fn out(r: &ExecResult) -> String {
+    String::from_utf8_lossy(&r.stdout).into_owned()
+}
+
+pub async fn echo(b: &dyn Backend) -> Result<()> {
+    let sandbox = started(b, SandboxSpec::default()).await?;
+    let sb: &dyn Sandbox = &*sandbox;
+    let r = async {
+        let r = sb.exec(ExecRequest::argv(["echo", "hello"]), Vec::new(), &mut Discard).await?;
+        ensure!(r.stdout == b"hello\n", "stdout {:?}", out(&r));
+        ensure!(r.status.exit_code == Some(0), "status {:?}", r.status);
+        Ok(())
+    }
+    .await;
+    finish(sandbox, r).await
+}
+
+pub async fn exit_codes(b: &dyn Backend) -> Result<()> {
+    let sandbox = started(b, SandboxSpec::default()).await?;
+    let sb: &dyn Sandbox = &*sandbox;
+    let r = async {
+        for code in [0, 1, 7, 42, 255] {
+            let r = sh(sb, &format!("exit {code}")).await?;
+            ensure!(r.status.exit_code == Some(code), "exit {code}: {:?}", r.status);
+        }
+        Ok(())
+    }
+    .await;
+    finish(sandbox, r).await
+}
+
+pub async fn killed_by_signal(b: &dyn Backend) -> Result<()> {
+    let sandbox = started(b, SandboxSpec::default()).await?;
+    let sb: &dyn Sandbox = &*sandbox;
+    let r = async {
+        let r = sh(sb, "kill -TERM $$").await?;
+        ensure!(r.status.signal == Some(15) && r.status.exit_code.is_none(), "{:?}", r.status);
+        // a signal sent from the host through the process handle
+        let mut p = sb.spawn(ExecRequest::argv(["sleep", "60"]), Vec::new()).await?;
+        p.control().signal(2).await?;
+        let st = loop {
+            if let OutputEvent::Exited(st) = p.next_event().await? {
+                break st;
+            }
+        };
+        ensure!(st.signal == Some(2), "SIGINT from the host: {st:?}");
+        Ok(())
+    }
+    .await;
+    finish(sandbox, r).await
+}
+
+pub async fn stdin_inline_and_streamed(b: &dyn Backend) -> Result<()> {
+    let sandbox = started(b, SandboxSpec::default()).await?;
+    let sb: &dyn Sandbox = &*sandbox;
+    let r = async {
+        let mut req = ExecRequest::argv(["cat"]);
+        req.stdin = StdinMode::Inline;
+        let r = sb.exec(req, b"inline input\n".to_vec(), &mut Discard).await?;
+        ensure!(r.stdout == b"inline input\n", "inline: {:?}", out(&r));
+
+        let mut req = ExecRequest::shell("read a; read b; echo \"$b-$a\"");
+        req.stdin = StdinMode::Stream;
+        let mut p = sb.spawn(req, Vec::new()).await?;
+        let ctl = p.control();
+        ctl.write_stdin(b"first\n").await?;
+        ctl.write_stdin(b"second\n").await?;
+        ctl.close_stdin().await?;
+        let mut got = Vec::new();
+        loop {
+            match p.next_event().await? {
+                OutputEvent::Stdout(d) => got.extend(d),
+                OutputEvent::Stderr(_) => {}
+                OutputEvent::Exited(st) => {
+                    ensure!(st.exit_code == Some(0), "{st:?}");
+                    break;
+                }
+            }
+        }
+        ensure!(got == b"second-first\n", "streamed: {:?}", String::from_utf8_lossy(&got));
+        // no stdin: reads see end of file at once
+        let r = sh(sb, "cat; echo done").await?;
+        ensure!(r.stdout == b"done\n", "null stdin: {:?}", out(&r));
+        Ok(())
+    }
+    .await;
+    finish(sandbox, r).await
+}
+
+pub async fn env_is_passed(b: &dyn Backend) -> Result<()> {
+    let mut spec = SandboxSpec::default();
+    spec.env.insert("FROM_SPEC".into(), "spec value".into());
+    spec.env.insert("OVERRIDDEN".into(), "old".into());
+    let sandbox = started(b, spec).await?;
+    let sb: &dyn Sandbox = &*sandbox;
+    let r = async {
+        let mut req = ExecRequest::shell("echo \"$FROM_SPEC|$FROM_EXEC|$OVERRIDDEN|$HOME\"");
+        req.env.insert("FROM_EXEC".into(), "exec value".into());
+        req.env.insert("OVERRIDDEN".into(), "new".into());
+        let r = sb.exec(req, Vec::new(), &mut Discard).await?;
+        ensure!(out(&r) == "spec value|exec value|new|/workspace\n", "{:?}", out(&r));
+        let r = sh(sb, "env | grep -c HUTCH_HOST_SECRET || true").await?;
+        ensure!(out(&r).trim() == "0", "host environment leaked: {:?}", out(&r));
+        Ok(())
+    }
+    .await;
+    finish(sandbox, r).await
+}
+
+pub async fn cwd_default_and_override(b: &dyn Backend) -> Result<()> {
+    let sandbox = started(b, SandboxSpec::default()).await?;
+    let sb: &dyn Sandbox = &*sandbox;
+    let r = async {
+        let r = sh(sb, "pwd").await?;
+        ensure!(out(&r) == "/workspace\n", "default cwd {:?}", out(&r));
+        let mut req = ExecRequest::argv(["pwd"]);
+        req.cwd = Some("/tmp".into());
+        let r = sb.exec(req, Vec::new(), &mut Discard).await?;
+        ensure!(out(&r) == "/tmp\n", "cwd override {:?}", out(&r));
+        let mut req = ExecRequest::argv(["pwd"]);
+        req.cwd = Some("/does/not/exist".into());
+        ensure!(
+            sb.exec(req, Vec::new(), &mut Discard).await.is_err(),
+            "missing cwd must be an error"
+        );
+        Ok(())
+    }
+    .await;
+    finish(sandbox, r).await
+}
+
+pub async fn output_is_capped_with_marker(b: &dyn Backend) -> Result<()> {
+    let sandbox = started(b, SandboxSpec::default()).await?;
+    let sb: &dyn Sandbox = &*sandbox;
+    let r = async {
+        let cap = Limits::default().output_bytes as usize;
+        let r = sh(sb, "head -c 5000000 /dev/zero | tr '\\0' a; echo tail >&2").await?;
+        ensure!(r.status.stdout_truncated, "{:?}", r.status);
+        ensure!(r.status.stdout_bytes == 5_000_000, "counted {}", r.status.stdout_bytes);
+        ensure!(
+            r.stdout.len() > cap && r.stdout.len() < cap + 100,
+            "kept {} bytes",
+            r.stdout.len()
+        );
+        ensure!(r.stdout[..cap].iter().all(|&c| c == b'a'), "content before the cap");
+        ensure!(String::from_utf8_lossy(&r.stdout[cap..]).contains("truncated"), "marker missing");
+        ensure!(r.stderr == b"tail\n" && !r.status.stderr_truncated, "stderr is capped separately");
+        ensure!(r.status.exit_code == Some(0), "{:?}", r.status);
+        Ok(())
+    }
+    .await;
+    finish(sandbox, r).await
+}
+
+pub async fn timeout_kills_the_tree(b: &dyn Backend) -> Result<()> {
+    let sandbox = started(b, SandboxSpec::default()).await?;
+    let sb: &dyn Sandbox = &*sandbox;
+    let r = async {
+        let mut req =
+            ExecRequest::shell("sleep 1000 & sh -c 'sleep 1001 & wait' & echo started; wait");
+        req.timeout_ms = Some(1000);
+        let t = std::time::Instant::now();
+        let r = sb.exec(req, Vec::new(), &mut Discard).await?;
+        ensure!(r.status.timed_out, "{:?}", r.status);
+        ensure!(t.elapsed().as_secs() < 10, "took {:?}", t.elapsed());
+        ensure!(out(&r) == "started\n", "{:?}", out(&r));
+        let r = sh(
+            sb,
+            "for p in /proc/[0-9]*; do cat $p/comm 2>/dev/null; done | grep -c '^sleep' || true",
+        )
+        .await?;
+        ensure!(out(&r).trim() == "0", "sleep processes survived the timeout: {}", out(&r));
+        Ok(())
+    }
+    .await;
+    finish(sandbox, r).await
+}
+
+pub async fn memory_bomb_is_oom(b: &dyn Backend) -> Result<()> {
+    let mut spec = SandboxSpec::default();
+    spec.limits.memory_bytes = 64 << 20;
+    let sandbox = started(b, spec).await?;
+    let sb: &dyn Sandbox = &*sandbox;
+    let r = async {
+        let r = sh(sb, "python3 -c \"x = b'a' * (1 << 30); print(len(x))\"").await?;
+        ensure!(
+            r.status.oom_killed,
+            "expected an out-of-memory result, got {:?} stderr {:?}",
+            r.status,
+            String::from_utf8_lossy(&r.stderr)
+        );
+        ensure!(r.outcome().to_string().contains("out of memory"), "{}", r.outcome());
+        let r = sh(sb, "echo still alive").await?;
+        ensure!(out(&r) == "still alive\n", "sandbox unusable after OOM: {:?}", r.status);
+        Ok(())
+    }
+    .await;
+    finish(sandbox, r).await
+}
+
+pub async fn fork_bomb_is_contained(b: &dyn Backend) -> Result<()> {
+    let sandbox = started(b, SandboxSpec::default()).await?;
+    let sb: &dyn Sandbox = &*sandbox;
+    let r = async {
+        let mut req = ExecRequest::argv([
+            "bash",
+            "-c",
+            "bomb() { bomb | bomb & }; bomb; sleep 2; echo survived",
+        ]);
+        req.timeout_ms = Some(4000);
+        let r = sb.exec(req, Vec::new(), &mut Discard).await?;
+        let err = String::from_utf8_lossy(&r.stderr);
+        ensure!(
+            err.contains("Resource temporarily unavailable") || r.status.timed_out,
+            "no sign of the pids limit: {:?} {err}",
+            r.status
+        );
+        // the sandbox recovers once the bomb is gone
+        let mut alive = false;
+        for _ in 0..20 {
+            if let Ok(r) = sh(sb, "echo alive").await {
+                if out(&r) == "alive\n" {
+                    alive = true;
+                    break;
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        }
+        ensure!(alive, "sandbox did not recover after the fork bomb");
+        Ok(())
+    }
+    .await;
+    finish(sandbox, r).await
+}
+
+pub async fn network_is_unreachable(b: &dyn Backend) -> Result<()> {
+    let sandbox = started(b, SandboxSpec::default()).await?;
+    let sb: &dyn Sandbox = &*sandbox;
+    let r = async {
+        let r = sh(sb, "python3 -c \"import socket; s=socket.socket(); s.settimeout(3); s.connect(('1.1.1.1', 80))\"").await?;
+        ensure!(r.status.exit_code != Some(0), "outbound connect succeeded");
+        let err = String::from_utf8_lossy(&r.stderr);
+        ensure!(err.contains("unreachable") || err.contains("Network"), "{err}");
+        let r = sh(sb, "cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '").await?;
+        ensure!(out(&r) == "lo\n", "interfaces: {:?}", out(&r));
+        // loopback works
+        let r = sh(sb, "python3 -c \"import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); c=socket.create_connection(s.getsockname()); print('ok')\"").await?;
+        ensure!(out(&r) == "ok\n", "loopback: {:?} {:?}", out(&r), String::from_utf8_lossy(&r.stderr));
+        Ok(())
+    }
+    .await;
+    finish(sandbox, r).await
+}
+
+pub async fn root_is_read_only(b: &dyn Backend) -> Result<()> {
+    let sandbox = started(b, SandboxSpec::default()).await?;
+    let sb: &dyn Sandbox = &*sandbox;
+    let r = async {
+        for path in ["/hutch-test", "/usr/hutch-test", "/etc/hutch-test", "/bin/hutch-test"] {
+            let r = sh(sb, &format!("echo x > {path}")).await?;
+            ensure!(r.status.exit_code != Some(0), "write to {path} succeeded");
+            let err = String::from_utf8_lossy(&r.stderr);
+            ensure!(
+                err.contains("Read-only") || err.contains("Permission denied"),
+                "{path}: {err}"
+            );
+        }
+        ensure!(
+            sb.write_file("/etc/passwd", b"x", None).await.is_err(),
+            "agent file write to /etc must fail"
+        );
+        let r =
+            sh(sb, "echo ok > /workspace/f && echo ok > /tmp/f && cat /workspace/f /tmp/f").await?;
+        ensure!(
+            out(&r) == "ok\nok\n",
+            "workspace and /tmp are writable: {:?}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        Ok(())
+    }
+    .await;
+    finish(sandbox, r).await
+}
+
+pub async fn host_files_are_invisible(b: &dyn Backend) -> Result<()> {
+    let marker = format!("/tmp/hutch-conformance-secret-{}", std::process::id());
+    std::fs::write(&marker, "secret")?;
+    let sandbox = started(b, SandboxSpec::default()).await;
+    let r = match sandbox {
+        Err(e) => Err(e),
+        Ok(sandbox) => {
+            let sb: &dyn Sandbox = &*sandbox;
+            let m = &marker;
+            let r = async {
+                let r = sh(sb, &format!("cat {m}")).await?;
+                ensure!(
+                    r.status.exit_code != Some(0) && !out(&r).contains("secret"),
+                    "host /tmp file visible"
+                );
+                for dir in ["/root", "/home", "/mnt", "/opt"] {
+                    let r = sh(sb, &format!("ls -A {dir}")).await?;
+                    ensure!(out(&r).is_empty(), "{dir} shows host content: {:?}", out(&r));
+                }
+                for path in ["/etc/shadow", "/work", "/run/hutch", "/var/lib"] {
+                    let r = sh(sb, &format!("ls {path}")).await?;
+                    ensure!(r.status.exit_code != Some(0), "{path} is visible: {:?}", out(&r));
+                }
+                let r = sh(sb, "cut -d: -f1 /etc/passwd | tr '\\n' ' '").await?;
+                ensure!(
+                    out(&r) == "root sandbox nobody ",
+                    "generated /etc/passwd expected, got {:?}",
+                    out(&r)
+                );
+                Ok(())
+            }
+            .await;
+            finish(sandbox, r).await
+        }
+    };
+    let _ = std::fs::remove_file(&marker);
+    r
+}
+
+/// Deterministic pseudo-random bytes (xorshift), so failures reproduce.
+fn noise(n: usize, mut s: u64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(n);
+    while v.len() < n {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        v.extend_from_slice(&s.to_le_bytes());
+    }
+    v.truncate(n);
+    v
+}
+
+pub async fn files_round_trip_10mib(b: &dyn Backend) -> Result<()> {
+    let sandbox = started(b, SandboxSpec::default()).await?;
+    let sb: &dyn Sandbox = &*sandbox;
+    let r = async {
+        let data = noise(10 * 1024 * 1024 + 17, 0x9e37_79b9_7f4a_7c15);
+        sb.write_file("/workspace/blob.bin", &data, Some(0o640)).await?;
+        let back = sb.read_file("/workspace/blob.bin").await?;
+        ensure!(back.len() == data.len(), "length {} != {}", back.len(), data.len());
+        ensure!(back == data, "content differs");
+        let r = sh(sb, "wc -c < /workspace/blob.bin").await?;
+        ensure!(out(&r).trim() == data.len().to_string(), "size inside {:?}", out(&r));
+        let st = sb.stat("/workspace/blob.bin").await?;
+        ensure!(
+            st.size == data.len() as u64 && st.mode == 0o640 && st.kind == FileKind::File,
+            "{st:?}"
+        );
+        // bytes the guest writes come back exactly too
+        let r = sh(sb, "printf '\\000\\001\\377binary' > /workspace/g.bin").await?;
+        ensure!(r.status.exit_code == Some(0), "{:?}", r.status);
+        ensure!(sb.read_file("/workspace/g.bin").await? == b"\x00\x01\xffbinary", "guest bytes");
+        ensure!(
+            sb.read_file("/workspace/empty-missing").await.is_err(),
+            "missing file must be an error"
+        );
+        Ok(())
+    }
+    .await;
+    finish(sandbox, r).await
+}
+
+pub async fn file_operations(b: &dyn Backend) -> Result<()> {
+    let sandbox = started(b, SandboxSpec::default()).await?;
+    let sb: &dyn Sandbox = &*sandbox;
+    let r = async {
+        sb.make_dir("/workspace/a/b", true).await?;
+        sb.write_file("/workspace/a/b/one.txt", b"1", None).await?;
+        sb.write_file("relative.txt", b"rel", None).await?;
+        ensure!(
+            sb.read_file("/workspace/relative.txt").await? == b"rel",
+            "relative paths resolve in the workdir"
+        );
+        sb.rename("/workspace/a/b/one.txt", "/workspace/a/two.txt").await?;
+        let names: Vec<String> =
+            sb.list_dir("/workspace/a").await?.into_iter().map(|e| e.name).collect();
+        ensure!(names == ["b", "two.txt"], "{names:?}");
+        ensure!(sb.stat("/workspace/a").await?.kind == FileKind::Dir, "dir kind");
+        ensure!(
+            sb.remove("/workspace/a", false).await.is_err(),
+            "non-recursive remove of a non-empty dir must fail"
+        );
+        sb.remove("/workspace/a", true).await?;
+        ensure!(sb.stat("/workspace/a").await.is_err(), "removed");
+        Ok(())
+    }
+    .await;
+    finish(sandbox, r).await
+}
+
+pub async fn runs_unprivileged_and_confined(b: &dyn Backend) -> Result<()> {
+    let sandbox = started(b, SandboxSpec::default()).await?;
+    let sb: &dyn Sandbox = &*sandbox;
+    let r = async {
+        let r = sh(sb, "id -u; grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status | tr -s '\\t ' ' '; hostname").await?;
+        let o = out(&r);
+        let want = ["1000", "CapEff: 0000000000000000", "CapBnd: 0000000000000000", "NoNewPrivs: 1", "Seccomp: 2", "hutch"];
+        for w in want {
+            ensure!(o.lines().any(|l| l.trim() == w), "missing {w:?} in {o:?}");
+        }
+        // own pid namespace: the agent is init
+        let r = sh(sb, "cat /proc/1/cmdline | tr '\\0' ' '").await?;
+        ensure!(out(&r).contains("hutch-agent"), "pid 1 is {:?}", out(&r));
+        // namespaces and mounts are refused
+        let r = sh(sb, "unshare -U true 2>&1; mount -t tmpfs none /tmp 2>&1; true").await?;
+        let o = out(&r);
+        ensure!(!o.is_empty() && (o.contains("not permitted") || o.contains("denied")), "{o:?}");
+        Ok(())
+    }
+    .await;
+    finish(sandbox, r).await
+}
+
+pub async fn command_not_found_is_an_error(b: &dyn Backend) -> Result<()> {
+    let sandbox = started(b, SandboxSpec::default()).await?;
+    let sb: &dyn Sandbox = &*sandbox;
+    let r = async {
+        match sb
+            .exec(ExecRequest::argv(["definitely-not-a-command"]), Vec::new(), &mut Discard)
+            .await
+        {
+            Err(e) => ensure!(e.to_string().contains("not found"), "{e}"),
+            Ok(r) => bail!("ran: {:?}", r.status),
+        }
+        let r = sh(sb, "echo still fine").await?;
+        ensure!(out(&r) == "still fine\n", "{:?}", r.status);
+        Ok(())
+    }
+    .await;
+    finish(sandbox, r).await
+}
+
+pub async fn concurrent_execs_in_one_sandbox(b: &dyn Backend) -> Result<()> {
+    let sandbox = started(b, SandboxSpec::default()).await?;
+    let sb: &dyn Sandbox = &*sandbox;
+    let r = async {
+        let runs = (0..8).map(|i| async move {
+            let r = sh(sb, &format!("sleep 0.2; echo {i}")).await?;
+            ensure!(out(&r) == format!("{i}\n"), "exec {i}: {:?}", out(&r));
+            Ok::<_, anyhow::Error>(())
+        });
+        for r in futures_join(runs).await {
+            r?;
+        }
+        Ok(())
+    }
+    .await;
+    finish(sandbox, r).await
+}
+
+async fn futures_join<F: std::future::Future>(fs: impl Iterator<Item = F>) -> Vec<F::Output> {
+    let mut set = Vec::new();
+    for f in fs {
+        set.push(f);
+    }
+    let mut out = Vec::with_capacity(set.len());
+    // poll them together
+    let joined = async {
+        let mut pinned: Vec<std::pin::Pin<Box<F>>> = set.into_iter().map(Box::pin).collect();
+        let mut results: Vec<Option<F::Output>> = (0..pinned.len()).map(|_| None).collect();
+        std::future::poll_fn(|cx| {
+            let mut pending = false;
+            for (i, f) in pinned.iter_mut().enumerate() {
+                if results[i].is_none() {
+                    match f.as_mut().poll(cx) {
+                        std::task::Poll::Ready(v) => results[i] = Some(v),
+                        std::task::Poll::Pending => pending = true,
+                    }
+                }
+            }
+            if pending {
+                std::task::Poll::Pending
+            } else {
+                std::task::Poll::Ready(())
+            }
+        })
+        .await;
+        results.into_iter().flatten().collect::<Vec<_>>()
+    };
+    out.extend(joined.await);
+    out
+}
+
+pub async fn sequential_sandboxes_leave_nothing_behind(b: &dyn Backend) -> Result<()> {
+    let before = crate::leak_snapshot(b.host_resources().await);
+    for i in 0..100 {
+        let sb =
+            started(b, SandboxSpec::default()).await.with_context(|| format!("sandbox {i}"))?;
+        let r = sb.exec(ExecRequest::argv(["echo", "x"]), Vec::new(), &mut Discard).await;
+        sb.destroy().await.with_context(|| format!("destroy {i}"))?;
+        ensure!(r?.stdout == b"x\n", "sandbox {i} output");
+    }
+    // one that fails to start must not leak either
+    let mut bad = SandboxSpec::default();
+    bad.workdir = "/proc/hutch-no-such-dir".into();
+    if let Ok(mut sb) = b.create(bad).await {
+        let _ = sb.start().await;
+        sb.destroy().await.context("destroy after failed start")?;
+    }
+    let after = crate::leak_snapshot(b.host_resources().await);
+    ensure!(before == after, "host state changed:\nbefore {before:?}\nafter  {after:?}");
+    Ok(())
+}

@@ -1,0 +1,75 @@
+//! The conformance suite: one set of behaviours every isolating backend must show. Each case is
+//! an async function over a [`Backend`]; [`conformance_suite!`] turns the list into one `#[test]`
+//! per case for a given backend, each bounded in time so a hang fails one test, not the run.
+//!
+//! The suite needs what the backend needs (root, an OCI runtime, ...). It runs when
+//! `HUTCH_CONFORMANCE=1` is set (scripts/test.sh and CI set it); without it the tests return early
+//! and say so, so a plain `cargo test` works on a laptop.
+#![forbid(unsafe_code)]
+
+pub mod cases;
+mod util;
+
+pub use util::{leak_snapshot, LeakSnapshot};
+
+use std::future::Future;
+use std::time::Duration;
+
+/// Per-case time bound.
+pub const CASE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// True when the heavy suite is opted into.
+pub fn enabled() -> bool {
+    std::env::var("HUTCH_CONFORMANCE").map(|v| v == "1").unwrap_or(false)
+}
+
+/// Runs one case under the time bound on a fresh multi-threaded runtime.
+pub fn run_case<F, Fut>(name: &str, f: F)
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
+    if !enabled() {
+        eprintln!("conformance case {name}: not run (set HUTCH_CONFORMANCE=1; needs root and the backend's engine)");
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    match rt.block_on(async { tokio::time::timeout(CASE_TIMEOUT, f()).await }) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => panic!("conformance case {name} failed: {e:#}"),
+        Err(_) => panic!("conformance case {name} did not finish within {CASE_TIMEOUT:?}"),
+    }
+}
+
+/// `conformance_suite!(module_name, || -> Box<dyn Backend> { ... })` expands to a test module
+/// with one test per case.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($modname:ident, $make:expr) => {
+        mod $modname {
+            #[allow(unused_imports)]
+            use super::*;
+            $crate::conformance_suite!(@cases $make;
+                echo, exit_codes, killed_by_signal, stdin_inline_and_streamed, env_is_passed, cwd_default_and_override,
+                output_is_capped_with_marker, timeout_kills_the_tree, memory_bomb_is_oom, fork_bomb_is_contained,
+                network_is_unreachable, root_is_read_only, host_files_are_invisible, files_round_trip_10mib,
+                file_operations, runs_unprivileged_and_confined, command_not_found_is_an_error,
+                concurrent_execs_in_one_sandbox, sequential_sandboxes_leave_nothing_behind);
+        }
+    };
+    (@cases $make:expr; $($case:ident),*) => {
+        $(
+            #[test]
+            fn $case() {
+                $crate::run_case(stringify!($case), || async {
+                    let backend: Box<dyn hutch_core::Backend> = ($make)()?;
+                    $crate::cases::$case(&*backend).await
+                });
+            }
+        )*
+    };
+}
