@@ -4,7 +4,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hutch_core::SandboxError;
-use hutch_proto::{check_total, decode_frame, encode_frame, Request, Response, PROTOCOL_VERSION};
+use hutch_proto::{
+    check_total, decode_frame, encode_frame, ErrorCode, Request, Response, PROTOCOL_VERSION,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::UnixStream;
@@ -78,9 +80,12 @@ impl AgentClient {
                 )
                 .await?;
             match rx.recv().await {
-                Some((Response::HelloOk { protocol, agent_version, features, .. }, _)) => {
+                Some((Response::HelloOk { protocol, agent_version, features, .. }, _)) if protocol == PROTOCOL_VERSION => {
                     Ok(HelloInfo { protocol, agent_version, features })
                 }
+                Some((Response::HelloOk { protocol, agent_version, .. }, _)) => Err(SandboxError::AgentNotReady(format!(
+                    "agent {agent_version} speaks protocol {protocol}, this host speaks {PROTOCOL_VERSION}; use the agent built with this hutch"
+                ))),
                 Some((Response::Error { message, .. }, _)) => {
                     Err(SandboxError::AgentNotReady(message))
                 }
@@ -167,11 +172,24 @@ async fn read_loop(mut r: OwnedReadHalf, shared: Arc<Shared>) {
         if r.read_exact(&mut rest).await.is_err() {
             break;
         }
-        let Ok(frame) = decode_frame::<Response>(rest) else { break };
-        let id = frame.header.id();
+        // The guest controls these bytes: a frame that does not decode is answered to its
+        // sender as an error (when it names one) instead of ending the connection.
+        let Ok(frame) = decode_frame::<serde_json::Value>(rest) else { break };
+        let id = frame.header.get("id").and_then(serde_json::Value::as_u64).unwrap_or(0);
+        let msg = match serde_json::from_value::<Response>(frame.header) {
+            Ok(r) => (r, frame.body),
+            Err(e) => (
+                Response::Error {
+                    id,
+                    code: ErrorCode::Unknown,
+                    message: format!("unsupported answer from the agent: {e}"),
+                },
+                Vec::new(),
+            ),
+        };
         let routes = shared.routes.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(tx) = routes.get(&id) {
-            let _ = tx.send((frame.header, frame.body));
+            let _ = tx.send(msg);
         }
     }
     // Dropping every sender wakes all waiters with "agent gone".

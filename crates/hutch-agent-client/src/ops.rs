@@ -15,7 +15,13 @@ pub struct AgentProcess {
     pid: u32,
     rx: mpsc::UnboundedReceiver<Routed>,
     finished: bool,
+    /// The agent enforces the timeout; this host-side deadline (timeout + grace) only guards
+    /// against an agent that stops answering (a guest can tamper with its own agent).
+    deadline: Option<tokio::time::Instant>,
 }
+
+/// How long past an exec's timeout the host waits for the agent's own timeout report.
+pub const HOST_DEADLINE_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Drop for AgentProcess {
     fn drop(&mut self) {
@@ -37,10 +43,13 @@ impl AgentClient {
         stdin: Vec<u8>,
     ) -> Result<AgentProcess, SandboxError> {
         let id = self.next_id();
+        let deadline = req.timeout_ms.map(|t| {
+            tokio::time::Instant::now() + std::time::Duration::from_millis(t) + HOST_DEADLINE_GRACE
+        });
         let mut rx = self.send(Request::Exec { id, exec: req }, &stdin).await?;
         match rx.recv().await {
             Some((Response::Started { pid, .. }, _)) => {
-                Ok(AgentProcess { client: self.clone(), id, pid, rx, finished: false })
+                Ok(AgentProcess { client: self.clone(), id, pid, rx, finished: false, deadline })
             }
             Some((Response::Error { code, message, .. }, _)) => {
                 self.forget(id);
@@ -199,7 +208,26 @@ impl Process for AgentProcess {
                 message: "the process has already exited".into(),
             });
         }
-        match self.rx.recv().await {
+        let next = match self.deadline {
+            None => self.rx.recv().await,
+            Some(d) => match tokio::time::timeout_at(d, self.rx.recv()).await {
+                Ok(v) => v,
+                Err(_) => {
+                    // The agent missed its own deadline: kill from here and report a timeout.
+                    let kill =
+                        Request::Signal { id: self.client.next_id(), exec_id: self.id, signal: 9 };
+                    let _ = self.client.send_only(&kill, &[]).await;
+                    self.finished = true;
+                    let status = hutch_proto::ExecStatus {
+                        signal: Some(9),
+                        timed_out: true,
+                        ..Default::default()
+                    };
+                    return Ok(OutputEvent::Exited(status));
+                }
+            },
+        };
+        match next {
             Some((Response::Stdout { .. }, d)) => Ok(OutputEvent::Stdout(d)),
             Some((Response::Stderr { .. }, d)) => Ok(OutputEvent::Stderr(d)),
             Some((Response::Exited { status, .. }, _)) => {

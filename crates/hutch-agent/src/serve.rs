@@ -73,17 +73,22 @@ pub fn serve(agent: Arc<Agent>, stream: UnixStream) {
     let mut running: HashMap<u64, RunningExec> = HashMap::new();
     let (done_tx, done_rx) = channel::<u64>();
     loop {
-        let frame = match read_frame::<Request, _>(&mut reader) {
+        let raw = match read_frame::<serde_json::Value, _>(&mut reader) {
             Ok(f) => f,
             Err(CodecError::Closed) => break,
-            Err(CodecError::Json(e)) => {
-                // A request this agent does not understand (maybe from a newer host): say so and go on.
-                writer.error(0, ErrorCode::Unsupported, format!("unsupported request: {e}"));
-                continue;
-            }
             Err(e) => {
                 eprintln!("hutch-agent: dropping connection: {e}");
                 break;
+            }
+        };
+        let frame = match serde_json::from_value::<Request>(raw.header.clone()) {
+            Ok(header) => hutch_proto::Frame { header, body: raw.body },
+            Err(e) => {
+                // A request this agent does not understand (maybe from a newer host): answer it
+                // under its own id so the sender is not left waiting, and go on.
+                let id = raw.header.get("id").and_then(serde_json::Value::as_u64).unwrap_or(0);
+                writer.error(id, ErrorCode::Unsupported, format!("unsupported request: {e}"));
+                continue;
             }
         };
         while let Ok(id) = done_rx.try_recv() {

@@ -142,6 +142,8 @@ impl Sandbox for ProcessSandbox {
         let (host, guest) =
             tokio::net::UnixStream::pair().map_err(|e| SandboxError::io("socket pair", e))?;
         let guest = guest.into_std().map_err(|e| SandboxError::io("socket pair", e))?;
+        // the agent does blocking I/O on its end
+        guest.set_nonblocking(false).map_err(|e| SandboxError::io("socket pair", e))?;
         let dir = self.dir.to_string_lossy().into_owned();
         let mut cmd = tokio::process::Command::new(&self.agent);
         cmd.arg("--fd").arg("0").arg("--workdir").arg(&dir);

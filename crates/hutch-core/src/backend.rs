@@ -111,17 +111,21 @@ pub trait Sandbox: Send + Sync {
         stdin: Vec<u8>,
         sink: &mut dyn OutputSink,
     ) -> Result<ExecResult, SandboxError> {
+        // The guest enforces the cap; the host bounds what it keeps in memory all the same.
+        let keep = (req.output_limit as usize).saturating_add(256);
         let mut p = self.spawn(req, stdin).await?;
         let mut res = ExecResult::default();
         loop {
             match p.next_event().await? {
                 OutputEvent::Stdout(d) => {
                     sink.stdout(&d);
-                    res.stdout.extend_from_slice(&d);
+                    let room = keep.saturating_sub(res.stdout.len());
+                    res.stdout.extend_from_slice(&d[..d.len().min(room)]);
                 }
                 OutputEvent::Stderr(d) => {
                     sink.stderr(&d);
-                    res.stderr.extend_from_slice(&d);
+                    let room = keep.saturating_sub(res.stderr.len());
+                    res.stderr.extend_from_slice(&d[..d.len().min(room)]);
                 }
                 OutputEvent::Exited(st) => {
                     res.status = st;
