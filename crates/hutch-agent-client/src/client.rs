@@ -26,6 +26,8 @@ pub struct HelloInfo {
     pub protocol: u32,
     pub agent_version: String,
     pub features: Vec<String>,
+    /// How long the agent had been running when it answered.
+    pub uptime_us: u64,
 }
 
 /// A cheap-to-clone handle on one agent connection.
@@ -80,8 +82,10 @@ impl AgentClient {
                 )
                 .await?;
             match rx.recv().await {
-                Some((Response::HelloOk { protocol, agent_version, features, .. }, _)) if protocol == PROTOCOL_VERSION => {
-                    Ok(HelloInfo { protocol, agent_version, features })
+                Some((Response::HelloOk { protocol, agent_version, features, uptime_us, .. }, _))
+                    if protocol == PROTOCOL_VERSION =>
+                {
+                    Ok(HelloInfo { protocol, agent_version, features, uptime_us })
                 }
                 Some((Response::HelloOk { protocol, agent_version, .. }, _)) => Err(SandboxError::AgentNotReady(format!(
                     "agent {agent_version} speaks protocol {protocol}, this host speaks {PROTOCOL_VERSION}; use the agent built with this hutch"

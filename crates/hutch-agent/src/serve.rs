@@ -120,6 +120,7 @@ pub fn serve(agent: Arc<Agent>, stream: UnixStream) {
                             "signal".into(),
                             "stdin".into(),
                         ],
+                        uptime_us: agent.started.elapsed().as_micros() as u64,
                     },
                     &[],
                 );

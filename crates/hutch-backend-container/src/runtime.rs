@@ -7,7 +7,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use tokio::process::Command;
+use tokio::process::{Child, Command};
 
 use crate::cgroups::CgroupLayout;
 use crate::ContainerError;
@@ -154,31 +154,23 @@ impl OciRuntime {
         let _ = cmd.status();
     }
 
-    /// `run --detach`: creates and starts the container; returns once its init (the agent) runs.
-    /// The agent's end of the socket becomes fd 3 in the container; runtime errors and the
-    /// agent's log go to `log`.
-    pub async fn run_detached(
+    /// `run` in the foreground: creates and starts the container and stays until its init (the
+    /// agent) exits, then deletes it (state and cgroup) on its own, so a normal teardown costs no
+    /// second runtime invocation. The agent's end of the socket becomes fd 3 in the container;
+    /// runtime errors and the agent's log go to `log`.
+    pub fn spawn_foreground(
         &self,
         id: &str,
         bundle: &Path,
         guest: &OwnedFd,
         log: std::fs::File,
-    ) -> Result<(), ContainerError> {
+    ) -> Result<Child, ContainerError> {
         let mut cmd = self.command(Some(guest.as_raw_fd()));
         let err_log =
             log.try_clone().map_err(|e| ContainerError::Io("clone log file".into(), e))?;
         cmd.stdout(Stdio::from(log)).stderr(Stdio::from(err_log));
-        cmd.args(["run", "--detach", "--preserve-fds", "1", "--bundle"]).arg(bundle).arg(id);
-        let status =
-            cmd.status().await.map_err(|e| ContainerError::Spawn(self.binary.clone(), e))?;
-        if !status.success() {
-            return Err(ContainerError::RuntimeFailed {
-                runtime: self.kind.name(),
-                op: "run",
-                message: format!("exit status {}", status.code().unwrap_or(-1)),
-            });
-        }
-        Ok(())
+        cmd.args(["run", "--preserve-fds", "1", "--bundle"]).arg(bundle).arg(id);
+        cmd.spawn().map_err(|e| ContainerError::Spawn(self.binary.clone(), e))
     }
 
     /// `delete --force`: kills the container if it still runs and removes its state and cgroup.

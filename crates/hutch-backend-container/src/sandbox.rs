@@ -22,6 +22,9 @@ use crate::ContainerError;
 /// How long the agent may take to answer its hello after the runtime started it.
 const AGENT_READY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long the runtime may take to clean up after the agent exits.
+const ENGINE_EXIT_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The cgroup parent under which every sandbox gets its own cgroup.
 pub const CGROUP_PARENT: &str = "hutch";
 
@@ -302,6 +305,7 @@ impl Backend for ContainerBackend {
             cgroup,
             backend: self.clone(),
             client: None,
+            engine: None,
             started: false,
             destroyed: false,
             timings: Arc::new(Mutex::new(timings)),
@@ -337,6 +341,8 @@ pub struct ContainerSandbox {
     cgroup: String,
     backend: ContainerBackend,
     client: Option<AgentClient>,
+    /// The runtime process (`run` in the foreground) while the sandbox lives.
+    engine: Option<tokio::process::Child>,
     started: bool,
     destroyed: bool,
     timings: Arc<Mutex<PhaseTimings>>,
@@ -363,6 +369,25 @@ impl ContainerSandbox {
         &self.cgroup
     }
 
+    /// Waits for the foreground runtime to finish its own cleanup; forces a delete when it does
+    /// not exit in time or exits with an error (the container may still exist).
+    async fn reap_engine(&mut self) -> Result<(), SandboxError> {
+        let Some(mut child) = self.engine.take() else {
+            return Ok(());
+        };
+        let clean = matches!(
+            tokio::time::timeout(ENGINE_EXIT_TIMEOUT, child.wait()).await,
+            Ok(Ok(st)) if st.success()
+        );
+        if !clean {
+            let r = self.backend.shared.runtime.delete(&self.id).await;
+            let _ = child.start_kill();
+            let _ = tokio::time::timeout(ENGINE_EXIT_TIMEOUT, child.wait()).await;
+            r?;
+        }
+        Ok(())
+    }
+
     fn cleanup_host(&mut self) -> Result<(), SandboxError> {
         let stuck = self.backend.shared.layout.remove(&self.cgroup);
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -385,6 +410,9 @@ impl Drop for ContainerSandbox {
             // Last resort for paths that never reached destroy(): leave nothing behind.
             if self.started {
                 self.backend.shared.runtime.delete_blocking(&self.id);
+            }
+            if let Some(c) = self.engine.as_mut() {
+                let _ = c.start_kill();
             }
             let _ = self.cleanup_host();
         }
@@ -417,37 +445,47 @@ impl Sandbox for ContainerSandbox {
             .map_err(|e| SandboxError::io(format!("cannot create {}", log_path.display()), e))?;
         let guest: OwnedFd = guest_end.into();
         self.started = true;
-        let run = self.backend.shared.runtime.run_detached(&self.id, &self.dir, &guest, log).await;
+        let runtime = &self.backend.shared.runtime;
+        let engine = runtime.spawn_foreground(&self.id, &self.dir, &guest, log);
         drop(guest);
-        if let Err(e) = run {
-            let detail = self.log_tail();
-            let msg = if detail.is_empty() { e.to_string() } else { format!("{e}: {detail}") };
-            return Err(SandboxError::Runtime {
-                what: format!(
-                    "starting the sandbox with {}",
-                    self.backend.shared.runtime.kind.name()
-                ),
-                message: format!("{msg} (hint: {})", hint_for(&msg)),
-            });
-        }
-        self.add_time(Phase::RuntimeCreate, t.elapsed());
-        let t = Instant::now();
+        self.engine = Some(engine?);
         host_end.set_nonblocking(true).map_err(|e| SandboxError::io("agent socket", e))?;
         let stream = tokio::net::UnixStream::from_std(host_end)
             .map_err(|e| SandboxError::io("agent socket", e))?;
         match AgentClient::connect(stream, AGENT_READY_TIMEOUT).await {
-            Ok((client, _info)) => self.client = Some(client),
+            Ok((client, info)) => {
+                self.client = Some(client);
+                // The agent reports how long it has run: the rest of the wait was the engine.
+                let total = t.elapsed();
+                let agent = Duration::from_micros(info.uptime_us).min(total);
+                self.add_time(Phase::RuntimeCreate, total - agent);
+                self.add_time(Phase::AgentReady, agent);
+                Ok(())
+            }
             Err(e) => {
+                // Most often the runtime itself failed: wait for it and report what it said.
+                let status = match self.engine.as_mut() {
+                    Some(c) => tokio::time::timeout(Duration::from_secs(2), c.wait())
+                        .await
+                        .ok()
+                        .and_then(Result::ok),
+                    None => None,
+                };
                 let detail = self.log_tail();
-                return Err(SandboxError::AgentNotReady(if detail.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("{e}; agent log: {detail}")
-                }));
+                let name = self.backend.shared.runtime.kind.name();
+                Err(match status {
+                    Some(st) if !st.success() => {
+                        let msg = format!("{name} exited with {st}: {detail}");
+                        SandboxError::Runtime {
+                            what: format!("starting the sandbox with {name}"),
+                            message: format!("{msg} (hint: {})", hint_for(&msg)),
+                        }
+                    }
+                    _ if detail.is_empty() => e,
+                    _ => SandboxError::AgentNotReady(format!("{e}; log: {detail}")),
+                })
             }
         }
-        self.add_time(Phase::AgentReady, t.elapsed());
-        Ok(())
     }
 
     async fn spawn(
@@ -504,16 +542,17 @@ impl Sandbox for ContainerSandbox {
         if let Some(c) = self.client.take() {
             c.shutdown().await?;
         }
-        Ok(())
+        self.reap_engine().await
     }
 
     async fn destroy(mut self: Box<Self>) -> Result<PhaseTimings, SandboxError> {
         let t = Instant::now();
         self.destroyed = true;
-        // The runtime kills init (the agent) and with it the whole pid namespace.
-        self.client = None;
-        let deleted =
-            if self.started { self.backend.shared.runtime.delete(&self.id).await } else { Ok(()) };
+        // The agent kills everything and exits; the runtime then deletes the container itself.
+        if let Some(c) = self.client.take() {
+            let _ = c.shutdown().await;
+        }
+        let deleted = self.reap_engine().await;
         let cleaned = self.cleanup_host();
         self.add_time(Phase::Destroy, t.elapsed());
         deleted?;

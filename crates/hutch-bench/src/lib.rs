@@ -1,6 +1,45 @@
-//! `hutch bench`.
-#[derive(Debug, clap::Args)]
-pub struct BenchArgs {}
-pub async fn main(_a: BenchArgs) -> anyhow::Result<()> {
-    anyhow::bail!("not yet")
+//! `hutch bench`: benchmarks that measure hutch against a baseline in the same run and write
+//! JSON with a snapshot of the machine. Numbers are medians and ratios; nothing here asserts a
+//! timing (the promises live in docs/SPECIFICATION.md and are checked by reading the results).
+#![forbid(unsafe_code)]
+
+mod cold;
+mod report;
+mod snapshot;
+pub mod stats;
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub suite: Suite,
+    /// Measured iterations per scenario (env BENCH_ITERATIONS)
+    #[arg(long, global = true, env = "BENCH_ITERATIONS")]
+    pub iterations: Option<usize>,
+    /// Unmeasured warm-up iterations per scenario (env BENCH_WARMUP)
+    #[arg(long, global = true, env = "BENCH_WARMUP", default_value_t = 2)]
+    pub warmup: usize,
+    /// Directory for the JSON results
+    #[arg(long, global = true, default_value = "bench-results")]
+    pub out: PathBuf,
+    /// One iteration of everything: checks that each suite runs at all, not how fast
+    #[arg(long, global = true)]
+    pub smoke: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Suite {
+    /// Cold one-shot `hutch run` against the raw OCI runtime floor, plus warm exec in one live sandbox
+    Cold(cold::ColdArgs),
+}
+
+pub async fn main(a: BenchArgs) -> anyhow::Result<()> {
+    let iterations = if a.smoke { 1 } else { a.iterations.unwrap_or(20) };
+    let warmup = if a.smoke { 0 } else { a.warmup };
+    match &a.suite {
+        Suite::Cold(c) => cold::run(c, iterations, warmup, &a.out).await,
+    }
 }

@@ -311,7 +311,7 @@ pub async fn root_is_read_only(b: &dyn Backend) -> Result<()> {
 }
 
 pub async fn host_files_are_invisible(b: &dyn Backend) -> Result<()> {
-    let marker = format!("/tmp/hutch-conformance-secret-{}", std::process::id());
+    let marker = format!("/tmp/hutch-conformance-secret-{}-{:p}", std::process::id(), b);
     std::fs::write(&marker, "secret")?;
     let sandbox = started(b, SandboxSpec::default()).await;
     let r = match sandbox {
@@ -532,4 +532,41 @@ pub async fn sequential_sandboxes_leave_nothing_behind(b: &dyn Backend) -> Resul
     let after = crate::leak_snapshot(b.host_resources().await);
     ensure!(before == after, "host state changed:\nbefore {before:?}\nafter  {after:?}");
     Ok(())
+}
+
+/// A directory rootfs (here: busybox only) works as well as the host image.
+pub async fn rootfs_directory_works(b: &dyn Backend) -> Result<()> {
+    let busybox = ["/bin/busybox", "/usr/bin/busybox"].into_iter().find(|p| std::path::Path::new(p).is_file());
+    let Some(busybox) = busybox else {
+        bail!("this case needs a static busybox on the host to build a rootfs (apt-get install busybox-static)");
+    };
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let root = std::env::temp_dir().join(format!("hutch-conformance-rootfs-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(root.join("bin"))?;
+    std::fs::copy(busybox, root.join("bin/busybox"))?;
+    for applet in ["sh", "echo", "ls", "cat", "id"] {
+        std::os::unix::fs::symlink("busybox", root.join("bin").join(applet))?;
+    }
+    let spec = SandboxSpec { image: hutch_core::Image::Rootfs(root.clone()), ..Default::default() };
+    let r = match started(b, spec).await {
+        Err(e) => Err(e),
+        Ok(sandbox) => {
+            let sb: &dyn Sandbox = &*sandbox;
+            let r = async {
+                let mut req = ExecRequest::shell("echo from rootfs; id -u; ls /usr 2>&1 || true");
+                req.env.insert("PATH".into(), "/bin".into());
+                let r = sb.exec(req, Vec::new(), &mut Discard).await?;
+                let o = out(&r);
+                ensure!(o.starts_with("from rootfs\n1000\n"), "{o:?}");
+                ensure!(o.contains("No such file"), "the host's /usr must not appear in a custom rootfs: {o:?}");
+                Ok(())
+            }
+            .await;
+            finish(sandbox, r).await
+        }
+    };
+    let _ = std::fs::remove_dir_all(&root);
+    r
 }

@@ -255,6 +255,10 @@ pub enum Response {
         protocol: u32,
         agent_version: String,
         features: Vec<String>,
+        /// Microseconds since the agent process started (lets the host split its start time
+        /// into engine start and agent start).
+        #[serde(default)]
+        uptime_us: u64,
     },
     HealthOk {
         id: u64,

@@ -75,6 +75,7 @@ fn responses() -> Vec<Response> {
             protocol: 1,
             agent_version: "0.1.0".into(),
             features: vec!["exec".into()],
+            uptime_us: 850,
         },
         Response::HealthOk { id: 2, uptime_ms: 10, processes: 1 },
         Response::Started { id: 3, pid: 7 },
