@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what hutch needs on a Debian/Ubuntu host (idempotent): the OCI runtimes, busybox for
+# the rootfs tests, and checks the Rust toolchain. Run as root.
+set -euo pipefail
+pkgs=(crun runc busybox-static python3 file ca-certificates)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "deps: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+  [ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
+fi
+command -v cargo >/dev/null 2>&1 || { echo "deps: cargo not found; install Rust (https://rustup.rs) first" >&2; exit 1; }

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The whole test suite: unit tests, the guest agent through the process backend, the CLI, the
+# conformance suite on crun and runc (needs root), and the benchmark smoke run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh
+[ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
+target="${CARGO_TARGET_DIR:-target}"
+
+echo "== format" >&2
+cargo fmt --all -- --check
+
+echo "== static guest agent" >&2
+HUTCH_AGENT="$(bash scripts/build-agent.sh)"
+export HUTCH_AGENT
+export HUTCH_STATE_DIR="${HUTCH_STATE_DIR:-/run/hutch-test}"
+
+echo "== unit and integration tests" >&2
+cargo test --workspace --quiet
+
+echo "== conformance suite (crun, runc) and end-to-end CLI (root)" >&2
+cargo test --quiet -p hutch-conformance -p hutch-cli -- --include-ignored --test-threads=2
+
+echo "== benchmark smoke run" >&2
+cargo build --quiet -p hutch-cli
+"$target/debug/hutch" bench --smoke --out "$target/bench-smoke" cold
+echo "== all tests passed" >&2
