@@ -95,7 +95,11 @@ fn python_runs_as_a_new_user_would_try_it() {
     assert!(o.status.success(), "{o:?}");
     assert_eq!(o.stdout, b"1\n");
     // exit codes pass through, --json has the result and the phases
-    let o = hutch(&["run", "--json", "--runtime", "runc", "--", "sh", "-c", "echo out; exit 3"], &[], &s);
+    let o = hutch(
+        &["run", "--json", "--runtime", "runc", "--", "sh", "-c", "echo out; exit 3"],
+        &[],
+        &s,
+    );
     assert_eq!(o.status.code(), Some(3));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(j["stdout"], "out\n");

@@ -536,13 +536,16 @@ pub async fn sequential_sandboxes_leave_nothing_behind(b: &dyn Backend) -> Resul
 
 /// A directory rootfs (here: busybox only) works as well as the host image.
 pub async fn rootfs_directory_works(b: &dyn Backend) -> Result<()> {
-    let busybox = ["/bin/busybox", "/usr/bin/busybox"].into_iter().find(|p| std::path::Path::new(p).is_file());
+    let busybox = ["/bin/busybox", "/usr/bin/busybox"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).is_file());
     let Some(busybox) = busybox else {
         bail!("this case needs a static busybox on the host to build a rootfs (apt-get install busybox-static)");
     };
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let root = std::env::temp_dir().join(format!("hutch-conformance-rootfs-{}-{n}", std::process::id()));
+    let root =
+        std::env::temp_dir().join(format!("hutch-conformance-rootfs-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(root.join("bin"))?;
     std::fs::copy(busybox, root.join("bin/busybox"))?;
@@ -560,7 +563,10 @@ pub async fn rootfs_directory_works(b: &dyn Backend) -> Result<()> {
                 let r = sb.exec(req, Vec::new(), &mut Discard).await?;
                 let o = out(&r);
                 ensure!(o.starts_with("from rootfs\n1000\n"), "{o:?}");
-                ensure!(o.contains("No such file"), "the host's /usr must not appear in a custom rootfs: {o:?}");
+                ensure!(
+                    o.contains("No such file"),
+                    "the host's /usr must not appear in a custom rootfs: {o:?}"
+                );
                 Ok(())
             }
             .await;
