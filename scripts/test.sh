@@ -19,7 +19,8 @@ echo "== unit and integration tests" >&2
 cargo test --workspace --quiet
 
 echo "== conformance suite (crun, runc) and end-to-end CLI (root)" >&2
-cargo test --quiet -p hutch-conformance -p hutch-cli -- --include-ignored --test-threads=2
+# one case at a time: the leak check compares whole-host snapshots
+cargo test --quiet -p hutch-conformance -p hutch-cli -- --include-ignored --test-threads=1
 
 echo "== benchmark smoke run" >&2
 cargo build --quiet -p hutch-cli

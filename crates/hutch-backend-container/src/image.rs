@@ -54,7 +54,9 @@ fn mtime(p: &Path) -> Option<SystemTime> {
 }
 
 impl HostImage {
-    /// Returns the host image under `images_dir`, building it if missing or stale.
+    /// Returns the host image under `images_dir`, building it if missing or stale. Builders
+    /// serialize on a lock file, so concurrent sandboxes (threads or processes) never see a
+    /// half-built image or have one replaced under them while it is fresh.
     pub fn ensure(images_dir: &Path) -> Result<Self, ContainerError> {
         let dir = images_dir.join(format!("host-v{HOST_IMAGE_VERSION}"));
         let binds = HOST_DIRS
@@ -63,36 +65,36 @@ impl HostImage {
             .filter(|p| p.symlink_metadata().map(|m| m.is_dir()).unwrap_or(false))
             .collect();
         let img = HostImage { rootfs: dir.join("rootfs"), etc: dir.join("etc"), binds };
-        // Stale when the host's loader cache changed after our copy (new libraries installed).
-        let fresh = dir.join("ready").exists()
-            && match (mtime(Path::new("/etc/ld.so.cache")), mtime(&img.etc.join("ld.so.cache"))) {
-                (Some(host), Some(ours)) => ours >= host,
-                (None, _) => true,
-                _ => false,
-            };
-        if fresh {
+        if img.is_fresh(&dir) {
             return Ok(img);
         }
         fs::create_dir_all(images_dir).map_err(io_err("create", images_dir))?;
+        let lock_path = images_dir.join(".lock");
+        let lock = fs::File::create(&lock_path).map_err(io_err("create", &lock_path))?;
+        lock.lock().map_err(io_err("lock", &lock_path))?;
+        if img.is_fresh(&dir) {
+            return Ok(img);
+        }
         let tmp = images_dir.join(format!(".host-build-{}", std::process::id()));
         let _ = fs::remove_dir_all(&tmp);
         build_host(&tmp)?;
         let old = images_dir.join(format!(".host-old-{}", std::process::id()));
         if dir.exists() {
-            // Move the stale copy away first; a concurrent builder may win, which is fine.
-            let _ = fs::rename(&dir, &old);
+            fs::rename(&dir, &old).map_err(io_err("move aside", &dir))?;
         }
-        if fs::rename(&tmp, &dir).is_err() {
-            let _ = fs::remove_dir_all(&tmp);
-        }
+        fs::rename(&tmp, &dir).map_err(io_err("install", &dir))?;
         let _ = fs::remove_dir_all(&old);
-        if !dir.join("ready").exists() {
-            return Err(ContainerError::Io(
-                format!("build host image at {}", dir.display()),
-                io::Error::other("incomplete"),
-            ));
-        }
         Ok(img)
+    }
+
+    /// Built, and newer than the host's loader cache (else new host libraries would be missing).
+    fn is_fresh(&self, dir: &Path) -> bool {
+        dir.join("ready").exists()
+            && match (mtime(Path::new("/etc/ld.so.cache")), mtime(&self.etc.join("ld.so.cache"))) {
+                (Some(host), Some(ours)) => ours >= host,
+                (None, _) => true,
+                _ => false,
+            }
     }
 }
 
