@@ -9,4 +9,4 @@ mod ops;
 
 pub use client::{AgentClient, HelloInfo};
 pub use locate::{is_static_elf, locate_agent};
-pub use ops::AgentProcess;
+pub use ops::{AgentControl, AgentProcess, ExitHook, TimedProcess, HOST_DEADLINE_GRACE};

@@ -2,7 +2,10 @@
 use async_trait::async_trait;
 use std::sync::Arc;
 
-use hutch_core::{OutputEvent, Process, ProcessControl, SandboxError};
+use hutch_core::{
+    FileOps, OutputEvent, Phase, PhaseTimings, Process, ProcessControl, SandboxError,
+};
+use hutch_proto::ExecStatus;
 use hutch_proto::{DirEntry, ErrorCode, ExecRequest, FileStat, Request, Response, FILE_CHUNK};
 use tokio::sync::mpsc;
 
@@ -240,5 +243,83 @@ impl Process for AgentProcess {
             Some((other, _)) => Err(unexpected(&other)),
             None => Err(SandboxError::AgentGone),
         }
+    }
+}
+
+#[async_trait]
+impl FileOps for AgentClient {
+    async fn write_file(
+        &self,
+        path: &str,
+        data: &[u8],
+        mode: Option<u32>,
+    ) -> Result<(), SandboxError> {
+        AgentClient::write_file(self, path, data, mode).await
+    }
+    async fn read_file(&self, path: &str) -> Result<Vec<u8>, SandboxError> {
+        AgentClient::read_file(self, path).await
+    }
+    async fn list_dir(&self, path: &str) -> Result<Vec<DirEntry>, SandboxError> {
+        AgentClient::list_dir(self, path).await
+    }
+    async fn stat(&self, path: &str) -> Result<FileStat, SandboxError> {
+        AgentClient::stat(self, path).await
+    }
+    async fn remove(&self, path: &str, recursive: bool) -> Result<(), SandboxError> {
+        AgentClient::remove(self, path, recursive).await
+    }
+    async fn make_dir(&self, path: &str, parents: bool) -> Result<(), SandboxError> {
+        AgentClient::make_dir(self, path, parents).await
+    }
+    async fn rename(&self, from: &str, to: &str) -> Result<(), SandboxError> {
+        AgentClient::rename(self, from, to).await
+    }
+}
+
+/// Adds to an exit status what only the host knows (e.g. OOM kills from the cgroup).
+pub type ExitHook = Arc<dyn Fn(&mut ExecStatus) + Send + Sync>;
+
+/// An [`AgentProcess`] that records its run time in the sandbox's `exec` phase and lets the
+/// backend annotate the exit status.
+pub struct TimedProcess {
+    inner: AgentProcess,
+    started: std::time::Instant,
+    timings: Arc<std::sync::Mutex<PhaseTimings>>,
+    on_exit: Option<ExitHook>,
+}
+
+impl TimedProcess {
+    pub fn new(
+        inner: AgentProcess,
+        timings: Arc<std::sync::Mutex<PhaseTimings>>,
+        on_exit: Option<ExitHook>,
+    ) -> Self {
+        Self { inner, started: std::time::Instant::now(), timings, on_exit }
+    }
+}
+
+#[async_trait]
+impl Process for TimedProcess {
+    fn pid(&self) -> u32 {
+        self.inner.pid()
+    }
+
+    fn control(&self) -> Arc<dyn ProcessControl> {
+        self.inner.control()
+    }
+
+    async fn next_event(&mut self) -> Result<OutputEvent, SandboxError> {
+        let ev = self.inner.next_event().await?;
+        if let OutputEvent::Exited(mut st) = ev {
+            self.timings
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .add(Phase::Exec, self.started.elapsed());
+            if let Some(hook) = &self.on_exit {
+                hook(&mut st);
+            }
+            return Ok(OutputEvent::Exited(st));
+        }
+        Ok(ev)
     }
 }

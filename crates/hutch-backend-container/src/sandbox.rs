@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use hutch_agent_client::{is_static_elf, locate_agent, AgentClient, AgentProcess};
+use hutch_agent_client::{is_static_elf, locate_agent, AgentClient, ExitHook, TimedProcess};
 use hutch_core::{
-    Availability, Backend, DirEntry, ExecRequest, FileStat, HostCapacity, Image, OutputEvent,
-    Phase, PhaseTimings, Process, ProcessControl, Sandbox, SandboxError, SandboxSpec,
+    Availability, Backend, ExecRequest, ExecStatus, FileOps, HostCapacity, Image, Phase,
+    PhaseTimings, Process, Sandbox, SandboxError, SandboxSpec,
 };
 use oci_spec::runtime::LinuxSeccomp;
 
@@ -365,6 +365,20 @@ impl ContainerSandbox {
         lines[lines.len().saturating_sub(3)..].join(" | ")
     }
 
+    /// Marks an exit as out-of-memory when the sandbox cgroup's OOM-kill counter rose while the
+    /// command ran (the killed process may be a child of the command, e.g. `sh -c 'python3 ...'`).
+    fn oom_hook(&self) -> ExitHook {
+        let (layout, cgroup, seen) =
+            (self.backend.shared.layout.clone(), self.cgroup.clone(), self.oom_seen.clone());
+        Arc::new(move |st: &mut ExecStatus| {
+            if let Some(n) = layout.oom_kills(&cgroup) {
+                if n > seen.swap(n, Ordering::Relaxed) {
+                    st.oom_killed = true;
+                }
+            }
+        })
+    }
+
     pub fn cgroup_path(&self) -> &str {
         &self.cgroup
     }
@@ -495,47 +509,11 @@ impl Sandbox for ContainerSandbox {
     ) -> Result<Box<dyn Process>, SandboxError> {
         self.spec.limits.apply(&mut req);
         let inner = self.client()?.spawn(req, stdin).await?;
-        Ok(Box::new(ContainerProcess {
-            inner,
-            started: Instant::now(),
-            layout: self.backend.shared.layout.clone(),
-            cgroup: self.cgroup.clone(),
-            oom_seen: self.oom_seen.clone(),
-            timings: self.timings.clone(),
-        }))
+        Ok(Box::new(TimedProcess::new(inner, self.timings.clone(), Some(self.oom_hook()))))
     }
 
-    async fn write_file(
-        &self,
-        path: &str,
-        data: &[u8],
-        mode: Option<u32>,
-    ) -> Result<(), SandboxError> {
-        self.client()?.write_file(path, data, mode).await
-    }
-
-    async fn read_file(&self, path: &str) -> Result<Vec<u8>, SandboxError> {
-        self.client()?.read_file(path).await
-    }
-
-    async fn list_dir(&self, path: &str) -> Result<Vec<DirEntry>, SandboxError> {
-        self.client()?.list_dir(path).await
-    }
-
-    async fn stat(&self, path: &str) -> Result<FileStat, SandboxError> {
-        self.client()?.stat(path).await
-    }
-
-    async fn remove(&self, path: &str, recursive: bool) -> Result<(), SandboxError> {
-        self.client()?.remove(path, recursive).await
-    }
-
-    async fn make_dir(&self, path: &str, parents: bool) -> Result<(), SandboxError> {
-        self.client()?.make_dir(path, parents).await
-    }
-
-    async fn rename(&self, from: &str, to: &str) -> Result<(), SandboxError> {
-        self.client()?.rename(from, to).await
+    fn files(&self) -> Result<&dyn FileOps, SandboxError> {
+        Ok(self.client()?)
     }
 
     async fn stop(&mut self) -> Result<(), SandboxError> {
@@ -558,45 +536,5 @@ impl Sandbox for ContainerSandbox {
         deleted?;
         cleaned?;
         Ok(self.timings())
-    }
-}
-
-/// An agent process plus the host-side knowledge the agent lacks (OOM kills, exec timing).
-struct ContainerProcess {
-    inner: AgentProcess,
-    started: Instant,
-    layout: CgroupLayout,
-    cgroup: String,
-    oom_seen: Arc<AtomicU64>,
-    timings: Arc<Mutex<PhaseTimings>>,
-}
-
-#[async_trait]
-impl Process for ContainerProcess {
-    fn pid(&self) -> u32 {
-        self.inner.pid()
-    }
-
-    fn control(&self) -> Arc<dyn ProcessControl> {
-        self.inner.control()
-    }
-
-    async fn next_event(&mut self) -> Result<OutputEvent, SandboxError> {
-        let ev = self.inner.next_event().await?;
-        if let OutputEvent::Exited(mut st) = ev {
-            self.timings
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .add(Phase::Exec, self.started.elapsed());
-            // Any OOM kill in the sandbox while this command ran (the killed process may be a
-            // child of the command, e.g. `sh -c 'python3 ...'`).
-            if let Some(n) = self.layout.oom_kills(&self.cgroup) {
-                if n > self.oom_seen.swap(n, Ordering::Relaxed) {
-                    st.oom_killed = true;
-                }
-            }
-            return Ok(OutputEvent::Exited(st));
-        }
-        Ok(ev)
     }
 }

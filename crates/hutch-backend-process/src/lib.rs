@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use hutch_agent_client::{locate_agent, AgentClient};
+use hutch_agent_client::{locate_agent, AgentClient, TimedProcess};
 use hutch_core::{
-    Availability, Backend, DirEntry, ExecRequest, FileStat, Image, OutputEvent, Phase,
-    PhaseTimings, Process, ProcessControl, Sandbox, SandboxError, SandboxSpec,
+    Availability, Backend, ExecRequest, FileOps, Image, Phase, PhaseTimings, Process, Sandbox,
+    SandboxError, SandboxSpec,
 };
 
 #[derive(Debug, Clone)]
@@ -174,40 +174,11 @@ impl Sandbox for ProcessSandbox {
     ) -> Result<Box<dyn Process>, SandboxError> {
         self.spec.limits.apply(&mut req);
         let inner = self.client()?.spawn(req, stdin).await?;
-        Ok(Box::new(TimedProcess { inner, started: Instant::now(), timings: self.timings.clone() }))
+        Ok(Box::new(TimedProcess::new(inner, self.timings.clone(), None)))
     }
 
-    async fn write_file(
-        &self,
-        path: &str,
-        data: &[u8],
-        mode: Option<u32>,
-    ) -> Result<(), SandboxError> {
-        self.client()?.write_file(path, data, mode).await
-    }
-
-    async fn read_file(&self, path: &str) -> Result<Vec<u8>, SandboxError> {
-        self.client()?.read_file(path).await
-    }
-
-    async fn list_dir(&self, path: &str) -> Result<Vec<DirEntry>, SandboxError> {
-        self.client()?.list_dir(path).await
-    }
-
-    async fn stat(&self, path: &str) -> Result<FileStat, SandboxError> {
-        self.client()?.stat(path).await
-    }
-
-    async fn remove(&self, path: &str, recursive: bool) -> Result<(), SandboxError> {
-        self.client()?.remove(path, recursive).await
-    }
-
-    async fn make_dir(&self, path: &str, parents: bool) -> Result<(), SandboxError> {
-        self.client()?.make_dir(path, parents).await
-    }
-
-    async fn rename(&self, from: &str, to: &str) -> Result<(), SandboxError> {
-        self.client()?.rename(from, to).await
+    fn files(&self) -> Result<&dyn FileOps, SandboxError> {
+        Ok(self.client()?)
     }
 
     async fn stop(&mut self) -> Result<(), SandboxError> {
@@ -228,33 +199,5 @@ impl Sandbox for ProcessSandbox {
         let _ = std::fs::remove_dir_all(&self.dir);
         self.add_time(Phase::Destroy, t.elapsed());
         Ok(self.timings())
-    }
-}
-
-struct TimedProcess {
-    inner: hutch_agent_client::AgentProcess,
-    started: Instant,
-    timings: Arc<Mutex<PhaseTimings>>,
-}
-
-#[async_trait]
-impl Process for TimedProcess {
-    fn pid(&self) -> u32 {
-        self.inner.pid()
-    }
-
-    fn control(&self) -> Arc<dyn ProcessControl> {
-        self.inner.control()
-    }
-
-    async fn next_event(&mut self) -> Result<OutputEvent, SandboxError> {
-        let ev = self.inner.next_event().await?;
-        if matches!(ev, OutputEvent::Exited(_)) {
-            self.timings
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .add(Phase::Exec, self.started.elapsed());
-        }
-        Ok(ev)
     }
 }

@@ -523,8 +523,7 @@ pub async fn sequential_sandboxes_leave_nothing_behind(b: &dyn Backend) -> Resul
         ensure!(r?.stdout == b"x\n", "sandbox {i} output");
     }
     // one that fails to start must not leak either
-    let mut bad = SandboxSpec::default();
-    bad.workdir = "/proc/hutch-no-such-dir".into();
+    let bad = SandboxSpec { workdir: "/proc/hutch-no-such-dir".into(), ..Default::default() };
     if let Ok(mut sb) = b.create(bad).await {
         let _ = sb.start().await;
         sb.destroy().await.context("destroy after failed start")?;

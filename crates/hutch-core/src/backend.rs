@@ -86,6 +86,24 @@ pub trait Process: Send {
     async fn next_event(&mut self) -> Result<OutputEvent, SandboxError>;
 }
 
+/// File operations inside a sandbox. Paths are the guest's; relative ones resolve in the workdir.
+#[async_trait]
+pub trait FileOps: Send + Sync {
+    /// Writes a whole file (creating parent directories), replacing what was there.
+    async fn write_file(
+        &self,
+        path: &str,
+        data: &[u8],
+        mode: Option<u32>,
+    ) -> Result<(), SandboxError>;
+    async fn read_file(&self, path: &str) -> Result<Vec<u8>, SandboxError>;
+    async fn list_dir(&self, path: &str) -> Result<Vec<DirEntry>, SandboxError>;
+    async fn stat(&self, path: &str) -> Result<FileStat, SandboxError>;
+    async fn remove(&self, path: &str, recursive: bool) -> Result<(), SandboxError>;
+    async fn make_dir(&self, path: &str, parents: bool) -> Result<(), SandboxError>;
+    async fn rename(&self, from: &str, to: &str) -> Result<(), SandboxError>;
+}
+
 #[async_trait]
 pub trait Sandbox: Send + Sync {
     fn id(&self) -> &str;
@@ -135,18 +153,35 @@ pub trait Sandbox: Send + Sync {
         }
     }
 
+    /// The sandbox's file operations (the agent connection, for agent-based backends).
+    fn files(&self) -> Result<&dyn FileOps, SandboxError>;
+
     async fn write_file(
         &self,
         path: &str,
         data: &[u8],
         mode: Option<u32>,
-    ) -> Result<(), SandboxError>;
-    async fn read_file(&self, path: &str) -> Result<Vec<u8>, SandboxError>;
-    async fn list_dir(&self, path: &str) -> Result<Vec<DirEntry>, SandboxError>;
-    async fn stat(&self, path: &str) -> Result<FileStat, SandboxError>;
-    async fn remove(&self, path: &str, recursive: bool) -> Result<(), SandboxError>;
-    async fn make_dir(&self, path: &str, parents: bool) -> Result<(), SandboxError>;
-    async fn rename(&self, from: &str, to: &str) -> Result<(), SandboxError>;
+    ) -> Result<(), SandboxError> {
+        self.files()?.write_file(path, data, mode).await
+    }
+    async fn read_file(&self, path: &str) -> Result<Vec<u8>, SandboxError> {
+        self.files()?.read_file(path).await
+    }
+    async fn list_dir(&self, path: &str) -> Result<Vec<DirEntry>, SandboxError> {
+        self.files()?.list_dir(path).await
+    }
+    async fn stat(&self, path: &str) -> Result<FileStat, SandboxError> {
+        self.files()?.stat(path).await
+    }
+    async fn remove(&self, path: &str, recursive: bool) -> Result<(), SandboxError> {
+        self.files()?.remove(path, recursive).await
+    }
+    async fn make_dir(&self, path: &str, parents: bool) -> Result<(), SandboxError> {
+        self.files()?.make_dir(path, parents).await
+    }
+    async fn rename(&self, from: &str, to: &str) -> Result<(), SandboxError> {
+        self.files()?.rename(from, to).await
+    }
 
     /// Stops every process; the sandbox can no longer run commands.
     async fn stop(&mut self) -> Result<(), SandboxError>;

@@ -46,14 +46,14 @@ pub fn parse_duration(s: &str) -> Result<Duration, UnitError> {
         "h" => n * 3600.0,
         _ => return Err(UnitError::Duration(s.into())),
     };
-    if !secs.is_finite() || secs < 0.0 || secs > 1e9 {
+    if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
         return Err(UnitError::Duration(s.into()));
     }
     Ok(Duration::from_secs_f64(secs))
 }
 
 pub fn fmt_bytes(b: u64) -> String {
-    if b >= GIB && b % GIB == 0 {
+    if b >= GIB && b.is_multiple_of(GIB) {
         format!("{}GiB", b / GIB)
     } else if b >= MIB {
         format!("{:.0}MiB", b as f64 / MIB as f64)
