@@ -35,6 +35,8 @@ pub struct HelloInfo {
 pub struct AgentClient {
     shared: Arc<Shared>,
     reader: Arc<tokio::task::JoinHandle<()>>,
+    /// Directories file requests are confined to (empty: no confinement).
+    within: Arc<Vec<String>>,
 }
 
 impl std::fmt::Debug for AgentClient {
@@ -68,7 +70,7 @@ impl AgentClient {
             next_id: AtomicU64::new(1),
         });
         let reader = tokio::spawn(read_loop(r, shared.clone()));
-        let client = AgentClient { shared, reader: Arc::new(reader) };
+        let client = AgentClient { shared, reader: Arc::new(reader), within: Arc::new(Vec::new()) };
         let hello = async {
             let id = client.next_id();
             let mut rx = client
@@ -105,6 +107,16 @@ impl AgentClient {
             SandboxError::AgentNotReady(format!("no hello answer within {timeout:?}"))
         })??;
         Ok((client, info))
+    }
+
+    /// A handle whose file requests must resolve inside `roots` (the agent checks, following
+    /// symlinks); requests on other handles of the same connection are unaffected.
+    pub fn confined(&self, roots: Vec<String>) -> Self {
+        Self { shared: self.shared.clone(), reader: self.reader.clone(), within: Arc::new(roots) }
+    }
+
+    pub(crate) fn within(&self) -> Vec<String> {
+        self.within.as_ref().clone()
     }
 
     pub fn next_id(&self) -> u64 {

@@ -83,7 +83,13 @@ impl AgentClient {
         let mut chunks = data.chunks(FILE_CHUNK);
         let first = chunks.next().unwrap_or(&[]);
         self.ok(
-            Request::WriteFile { id: self.next_id(), path: path.into(), mode, append: false },
+            Request::WriteFile {
+                id: self.next_id(),
+                path: path.into(),
+                mode,
+                append: false,
+                within: self.within(),
+            },
             first,
         )
         .await?;
@@ -94,6 +100,7 @@ impl AgentClient {
                     path: path.into(),
                     mode: None,
                     append: true,
+                    within: self.within(),
                 },
                 c,
             )
@@ -110,6 +117,7 @@ impl AgentClient {
                 path: path.into(),
                 offset: out.len() as u64,
                 len: FILE_CHUNK as u64,
+                within: self.within(),
             };
             match self.call(req, &[]).await? {
                 (Response::FileData { eof, size, .. }, data) => {
@@ -128,29 +136,68 @@ impl AgentClient {
     }
 
     pub async fn list_dir(&self, path: &str) -> Result<Vec<DirEntry>, SandboxError> {
-        match self.call(Request::ListDir { id: self.next_id(), path: path.into() }, &[]).await? {
+        match self
+            .call(
+                Request::ListDir { id: self.next_id(), path: path.into(), within: self.within() },
+                &[],
+            )
+            .await?
+        {
             (Response::Entries { entries, .. }, _) => Ok(entries),
             (other, _) => Err(unexpected(&other)),
         }
     }
 
     pub async fn stat(&self, path: &str) -> Result<FileStat, SandboxError> {
-        match self.call(Request::Stat { id: self.next_id(), path: path.into() }, &[]).await? {
+        match self
+            .call(
+                Request::Stat { id: self.next_id(), path: path.into(), within: self.within() },
+                &[],
+            )
+            .await?
+        {
             (Response::StatOk { stat, .. }, _) => Ok(stat),
             (other, _) => Err(unexpected(&other)),
         }
     }
 
     pub async fn remove(&self, path: &str, recursive: bool) -> Result<(), SandboxError> {
-        self.ok(Request::Remove { id: self.next_id(), path: path.into(), recursive }, &[]).await
+        self.ok(
+            Request::Remove {
+                id: self.next_id(),
+                path: path.into(),
+                recursive,
+                within: self.within(),
+            },
+            &[],
+        )
+        .await
     }
 
     pub async fn make_dir(&self, path: &str, parents: bool) -> Result<(), SandboxError> {
-        self.ok(Request::MakeDir { id: self.next_id(), path: path.into(), parents }, &[]).await
+        self.ok(
+            Request::MakeDir {
+                id: self.next_id(),
+                path: path.into(),
+                parents,
+                within: self.within(),
+            },
+            &[],
+        )
+        .await
     }
 
     pub async fn rename(&self, from: &str, to: &str) -> Result<(), SandboxError> {
-        self.ok(Request::Rename { id: self.next_id(), from: from.into(), to: to.into() }, &[]).await
+        self.ok(
+            Request::Rename {
+                id: self.next_id(),
+                from: from.into(),
+                to: to.into(),
+                within: self.within(),
+            },
+            &[],
+        )
+        .await
     }
 
     /// Asks the agent to kill everything and exit (the sandbox stops).

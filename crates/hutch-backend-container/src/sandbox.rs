@@ -468,7 +468,7 @@ impl Sandbox for ContainerSandbox {
             .map_err(|e| SandboxError::io("agent socket", e))?;
         match AgentClient::connect(stream, AGENT_READY_TIMEOUT).await {
             Ok((client, info)) => {
-                self.client = Some(client);
+                self.client = Some(client.confined(self.spec.file_roots()));
                 // The agent reports how long it has run: the rest of the wait was the engine.
                 let total = t.elapsed();
                 let agent = Duration::from_micros(info.uptime_us).min(total);

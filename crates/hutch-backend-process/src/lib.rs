@@ -162,7 +162,8 @@ impl Sandbox for ProcessSandbox {
         self.add_time(Phase::RuntimeCreate, t.elapsed());
         let t = Instant::now();
         let (client, _) = AgentClient::connect(host, Duration::from_secs(10)).await?;
-        self.client = Some(client);
+        let roots = if self.spec.confine_files { vec![dir] } else { Vec::new() };
+        self.client = Some(client.confined(roots));
         self.add_time(Phase::AgentReady, t.elapsed());
         Ok(())
     }

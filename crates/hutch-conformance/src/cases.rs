@@ -575,3 +575,31 @@ pub async fn rootfs_directory_works(b: &dyn Backend) -> Result<()> {
     let _ = std::fs::remove_dir_all(&root);
     r
 }
+
+/// The file API stays inside the workdir and /tmp: `..`, other absolute paths and symlinks that
+/// lead out are refused with a permission error; nothing is written outside.
+pub async fn file_paths_are_confined(b: &dyn Backend) -> Result<()> {
+    let sandbox = started(b, SandboxSpec::default()).await?;
+    let sb: &dyn Sandbox = &*sandbox;
+    let r = async {
+        let r = sh(sb, "ln -s /etc /workspace/etc-link && ln -s /workspace/real /workspace/in-link && mkdir /workspace/real").await?;
+        ensure!(r.status.exit_code == Some(0), "setup: {:?}", String::from_utf8_lossy(&r.stderr));
+        for bad in ["/workspace/../etc/hutch-x", "/etc/hutch-x", "/usr/hutch-x", "/workspace/etc-link/hutch-x", "../x"] {
+            match sb.write_file(bad, b"x", None).await {
+                Err(e) => ensure!(e.to_string().contains("outside") || e.to_string().contains(".."), "{bad}: {e}"),
+                Ok(()) => bail!("write to {bad} was allowed"),
+            }
+        }
+        ensure!(sb.read_file("/workspace/etc-link/passwd").await.is_err(), "read through a symlink leading out");
+        ensure!(sb.list_dir("/workspace/etc-link").await.is_err(), "list through a symlink leading out");
+        // a symlink that stays inside works, and the link itself can be inspected and removed
+        sb.write_file("/workspace/in-link/ok.txt", b"ok", None).await?;
+        ensure!(sb.read_file("/workspace/real/ok.txt").await? == b"ok", "write through an inside symlink");
+        ensure!(sb.stat("/workspace/etc-link").await?.kind == FileKind::Symlink, "stat of the link itself");
+        sb.remove("/workspace/etc-link", false).await?;
+        sb.write_file("/tmp/scratch", b"t", None).await?;
+        Ok(())
+    }
+    .await;
+    finish(sandbox, r).await
+}

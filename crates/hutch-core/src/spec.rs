@@ -197,6 +197,9 @@ pub struct SandboxSpec {
     pub hostname: String,
     pub limits: Limits,
     pub network: NetworkPolicy,
+    /// Confine the file API (not the commands) to the workdir and /tmp: paths that resolve
+    /// elsewhere, through `..` or symlinks, are refused.
+    pub confine_files: bool,
 }
 
 impl Default for SandboxSpec {
@@ -209,6 +212,7 @@ impl Default for SandboxSpec {
             hostname: "hutch".into(),
             limits: Limits::default(),
             network: NetworkPolicy::None,
+            confine_files: true,
         }
     }
 }
@@ -225,6 +229,15 @@ impl SandboxSpec {
         env.insert("HOSTNAME".to_string(), self.hostname.clone());
         env.extend(self.env.clone());
         env
+    }
+
+    /// The directories the file API may touch (empty: anywhere the sandbox user may).
+    pub fn file_roots(&self) -> Vec<String> {
+        if self.confine_files {
+            vec![self.workdir.clone(), "/tmp".to_string()]
+        } else {
+            Vec::new()
+        }
     }
 
     /// Checks everything that can be checked without a backend.

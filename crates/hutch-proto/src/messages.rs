@@ -186,6 +186,10 @@ pub enum Request {
         mode: Option<u32>,
         #[serde(default)]
         append: bool,
+        /// When not empty, the path must resolve (symlinks followed) inside one of these
+        /// directories, else the request fails with `permission_denied`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        within: Vec<String>,
     },
     /// Read up to `len` bytes from `offset`.
     ReadFile {
@@ -193,31 +197,55 @@ pub enum Request {
         path: String,
         offset: u64,
         len: u64,
+        /// When not empty, the path must resolve (symlinks followed) inside one of these
+        /// directories, else the request fails with `permission_denied`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        within: Vec<String>,
     },
     ListDir {
         id: u64,
         path: String,
+        /// When not empty, the path must resolve (symlinks followed) inside one of these
+        /// directories, else the request fails with `permission_denied`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        within: Vec<String>,
     },
     Stat {
         id: u64,
         path: String,
+        /// When not empty, the path must resolve (symlinks followed) inside one of these
+        /// directories, else the request fails with `permission_denied`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        within: Vec<String>,
     },
     Remove {
         id: u64,
         path: String,
         #[serde(default)]
         recursive: bool,
+        /// When not empty, the path must resolve (symlinks followed) inside one of these
+        /// directories, else the request fails with `permission_denied`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        within: Vec<String>,
     },
     MakeDir {
         id: u64,
         path: String,
         #[serde(default)]
         parents: bool,
+        /// When not empty, the path must resolve (symlinks followed) inside one of these
+        /// directories, else the request fails with `permission_denied`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        within: Vec<String>,
     },
     Rename {
         id: u64,
         from: String,
         to: String,
+        /// When not empty, the path must resolve (symlinks followed) inside one of these
+        /// directories, else the request fails with `permission_denied`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        within: Vec<String>,
     },
     /// Kill every process and exit: the sandbox stops.
     Shutdown {
