@@ -200,6 +200,16 @@ impl AgentClient {
         .await
     }
 
+    /// Cleans the sandbox for its next user; returns (processes left, entries left).
+    pub async fn reset(&self, wipe: Vec<String>) -> Result<(u32, u32), SandboxError> {
+        match self.call(Request::Reset { id: self.next_id(), wipe }, &[]).await? {
+            (Response::ResetOk { processes_left, entries_left, .. }, _) => {
+                Ok((processes_left, entries_left))
+            }
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
     /// Asks the agent to kill everything and exit (the sandbox stops).
     pub async fn shutdown(&self) -> Result<(), SandboxError> {
         match self.call(Request::Shutdown { id: self.next_id() }, &[]).await {

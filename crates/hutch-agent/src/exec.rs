@@ -19,6 +19,11 @@ pub const TRUNCATION_MARKER: &str = "\n[hutch: output truncated]\n";
 
 /// How long to keep draining pipes held open by processes that survived a kill.
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
+/// After the command exits, how long to wait for its pipes to close. Background processes it
+/// left behind may hold them open forever; the command's own output is already in the pipe.
+const AFTER_EXIT_GRACE: Duration = Duration::from_millis(25);
+/// While the command runs, how often the supervisor looks for its exit status.
+const STATUS_POLL: Duration = Duration::from_millis(20);
 
 pub struct Prepared {
     pub spec: sys::SpawnSpec,
@@ -171,6 +176,9 @@ pub fn supervise(
         if status.is_none() {
             if let Ok(st) = status_rx.try_recv() {
                 status = Some(st);
+                if drain_until.is_none() {
+                    drain_until = Some(now + AFTER_EXIT_GRACE);
+                }
             }
         }
         if let Some(g) = drain_until {
@@ -178,7 +186,8 @@ pub fn supervise(
                 break;
             }
         }
-        let wait_ms = [deadline.filter(|_| !timed_out), drain_until]
+        let status_check = status.is_none().then(|| now + STATUS_POLL);
+        let wait_ms = [deadline.filter(|_| !timed_out), drain_until, status_check]
             .iter()
             .flatten()
             .map(|t| t.saturating_duration_since(now).as_millis() as i32 + 1)

@@ -46,7 +46,7 @@ fn main() {
         usage();
     }
     sys::ignore_sigpipe();
-    let state = Arc::new(serve::Agent::new(workdir));
+    let state = Arc::new(serve::Agent::new(workdir, listen.as_ref().map(std::path::PathBuf::from)));
     reaper::start();
 
     if let Some(path) = listen {

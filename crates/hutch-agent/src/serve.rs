@@ -29,6 +29,8 @@ impl Writer {
 
 pub struct Agent {
     started: Instant,
+    /// The agent's own listening socket (kept when its directory is wiped).
+    listen: Option<std::path::PathBuf>,
     workdir: String,
     env: BTreeMap<String, String>,
     /// Sessions (= pids of exec leaders) of every running command, for shutdown.
@@ -41,9 +43,10 @@ struct RunningExec {
 }
 
 impl Agent {
-    pub fn new(workdir: String) -> Self {
+    pub fn new(workdir: String, listen: Option<std::path::PathBuf>) -> Self {
         Self {
             started: Instant::now(),
+            listen,
             workdir,
             env: std::env::vars().collect(),
             sessions: Mutex::new(Vec::new()),
@@ -52,6 +55,45 @@ impl Agent {
 
     fn sessions(&self) -> std::sync::MutexGuard<'_, Vec<i32>> {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Cleans the sandbox for its next user (see `Request::Reset`). Outside its own pid namespace
+    /// (the process backend) the agent only kills what it started and leaves IPC alone.
+    pub fn reset(&self, wipe: &[String]) -> (u32, u32) {
+        let own_ns = sys::getpid() == 1;
+        for _ in 0..100 {
+            for sid in self.sessions().drain(..) {
+                exec::kill_session(sid);
+            }
+            let others = if own_ns { other_processes() } else { Vec::new() };
+            if others.is_empty() {
+                break;
+            }
+            for pid in others {
+                let _ = sys::kill(pid, libc::SIGKILL);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        if own_ns {
+            sys::remove_sysv_ipc();
+        }
+        let mut left = 0u32;
+        for dir in wipe {
+            let Ok(rd) = std::fs::read_dir(dir) else { continue };
+            for e in rd.flatten() {
+                let p = e.path();
+                if self.listen.as_deref() == Some(p.as_path()) {
+                    continue;
+                }
+                let is_dir = p.symlink_metadata().map(|m| m.is_dir()).unwrap_or(false);
+                let r = if is_dir { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+                if r.is_err() {
+                    left += 1;
+                }
+            }
+        }
+        let procs = if own_ns { other_processes().len() as u32 } else { 0 };
+        (procs, left)
     }
 
     /// Kills every command this agent started (and, as PID 1, every other process of the sandbox).
@@ -119,6 +161,7 @@ pub fn serve(agent: Arc<Agent>, stream: UnixStream) {
                             "files".into(),
                             "signal".into(),
                             "stdin".into(),
+                            "reset".into(),
                         ],
                         uptime_us: agent.started.elapsed().as_micros() as u64,
                     },
@@ -249,6 +292,11 @@ pub fn serve(agent: Arc<Agent>, stream: UnixStream) {
                     writer.error(id, ErrorCode::NoSuchProcess, format!("no running exec {exec_id}"))
                 }
             },
+            Request::Reset { id, wipe } => {
+                running.clear();
+                let (processes_left, entries_left) = agent.reset(&wipe);
+                writer.send(&Response::ResetOk { id, processes_left, entries_left }, &[]);
+            }
             Request::Shutdown { id } => {
                 agent.kill_everything();
                 writer.send(&Response::Ok { id }, &[]);
@@ -265,4 +313,23 @@ pub fn serve(agent: Arc<Agent>, stream: UnixStream) {
             }
         }
     }
+}
+
+/// Live processes in this pid namespace other than the agent (zombies excluded: the reaper
+/// collects them).
+fn other_processes() -> Vec<i32> {
+    let me = sys::getpid();
+    let Ok(rd) = std::fs::read_dir("/proc") else { return Vec::new() };
+    rd.flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()))
+        .filter(|&pid| pid != me)
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| {
+                    s.rfind(')').and_then(|i| s.get(i + 2..i + 3).map(|c| c != "Z" && c != "X"))
+                })
+                .unwrap_or(false)
+        })
+        .collect()
 }

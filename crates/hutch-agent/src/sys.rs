@@ -249,3 +249,35 @@ pub fn wexitstatus(status: libc::c_int) -> (Option<i32>, Option<i32>) {
         (None, None)
     }
 }
+
+/// Removes every System V shared memory segment, semaphore set and message queue visible in this
+/// IPC namespace (the sandbox's own), so nothing survives into the next user's session.
+pub fn remove_sysv_ipc() {
+    for (file, kind) in
+        [("/proc/sysvipc/shm", 0), ("/proc/sysvipc/sem", 1), ("/proc/sysvipc/msg", 2)]
+    {
+        let Ok(text) = std::fs::read_to_string(file) else { continue };
+        for line in text.lines().skip(1) {
+            let Some(id) =
+                line.split_whitespace().nth(1).and_then(|v| v.parse::<libc::c_int>().ok())
+            else {
+                continue;
+            };
+            // SAFETY: IPC_RMID takes no buffer (null is allowed); the id comes from the kernel's
+            // own listing and a stale one just fails with EINVAL.
+            unsafe {
+                match kind {
+                    0 => {
+                        libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut());
+                    }
+                    1 => {
+                        libc::semctl(id, 0, libc::IPC_RMID);
+                    }
+                    _ => {
+                        libc::msgctl(id, libc::IPC_RMID, std::ptr::null_mut());
+                    }
+                }
+            }
+        }
+    }
+}

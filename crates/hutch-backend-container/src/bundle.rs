@@ -49,7 +49,15 @@ pub struct BundleInputs<'a> {
     pub agent: &'a Path,
     pub cgroups_path: &'a str,
     pub seccomp: LinuxSeccomp,
+    /// A host directory (owned by the sandbox user) bound at [`GUEST_RUN_DIR`]: the agent also
+    /// listens there, so a restarted daemon can reconnect to a sandbox that outlived it.
+    pub run_dir: Option<&'a Path>,
 }
+
+/// Where the agent's listening socket lives inside a detachable sandbox.
+pub const GUEST_RUN_DIR: &str = "/dev/hutch";
+/// The socket's name in that directory (and in the host directory bound there).
+pub const AGENT_SOCKET: &str = "agent.sock";
 
 fn bad(e: impl std::fmt::Display) -> ContainerError {
     ContainerError::Bundle(e.to_string())
@@ -63,6 +71,20 @@ fn mount(dest: &str, typ: &str, source: &str, options: &[&str]) -> Result<Mount,
         .options(options.iter().map(|s| s.to_string()).collect::<Vec<_>>())
         .build()
         .map_err(bad)
+}
+
+fn agent_args(spec: &SandboxSpec, listen: bool) -> Vec<String> {
+    let mut args = vec![
+        GUEST_AGENT_PATH.to_string(),
+        "--fd".into(),
+        "3".into(),
+        "--workdir".into(),
+        spec.workdir.clone(),
+    ];
+    if listen {
+        args.extend(["--listen".to_string(), format!("{GUEST_RUN_DIR}/{AGENT_SOCKET}")]);
+    }
+    args
 }
 
 /// Builds the config.json content.
@@ -125,6 +147,14 @@ pub fn build_spec(spec: &SandboxSpec, inp: &BundleInputs<'_>) -> Result<Spec, Co
         &inp.agent.to_string_lossy(),
         &["bind", "ro", "nosuid", "nodev"],
     )?);
+    if let Some(run) = inp.run_dir {
+        mounts.push(mount(
+            GUEST_RUN_DIR,
+            "bind",
+            &run.to_string_lossy(),
+            &["bind", "rw", "nosuid", "nodev", "noexec"],
+        )?);
+    }
 
     let caps = LinuxCapabilitiesBuilder::default()
         .bounding(HashSet::new())
@@ -160,13 +190,7 @@ pub fn build_spec(spec: &SandboxSpec, inp: &BundleInputs<'_>) -> Result<Spec, Co
                 .build()
                 .map_err(bad)?,
         )
-        .args(vec![
-            GUEST_AGENT_PATH.to_string(),
-            "--fd".into(),
-            "3".into(),
-            "--workdir".into(),
-            spec.workdir.clone(),
-        ])
+        .args(agent_args(spec, inp.run_dir.is_some()))
         .env(env)
         .cwd(PathBuf::from("/"))
         .capabilities(caps)
@@ -231,6 +255,7 @@ mod tests {
             agent: Path::new("/opt/hutch-agent"),
             cgroups_path: "/hutch/t1",
             seccomp: crate::seccomp::default_seccomp().expect("seccomp"),
+            run_dir: None,
         };
         serde_json::to_value(build_spec(&spec, &inp).expect("spec")).expect("json")
     }

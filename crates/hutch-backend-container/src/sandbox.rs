@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use hutch_agent_client::{is_static_elf, locate_agent, AgentClient, ExitHook, TimedProcess};
 use hutch_core::{
     Availability, Backend, ExecRequest, ExecStatus, FileOps, HostCapacity, Image, Phase,
-    PhaseTimings, Process, Sandbox, SandboxError, SandboxSpec,
+    PhaseTimings, Process, ResetReport, Sandbox, SandboxError, SandboxSpec,
 };
 use oci_spec::runtime::LinuxSeccomp;
 
@@ -35,11 +35,15 @@ pub struct ContainerConfig {
     pub state_dir: PathBuf,
     /// The agent binary; found automatically when `None`.
     pub agent: Option<PathBuf>,
+    /// Sandboxes outlive the host process (the agent also listens on a socket under the bundle
+    /// directory) so a restarted daemon can adopt them. Off for one-shot use: a host that dies
+    /// then takes its sandbox with it.
+    pub detachable: bool,
 }
 
 impl ContainerConfig {
     pub fn new(runtime: RuntimeKind) -> Self {
-        Self { runtime, state_dir: default_state_dir(), agent: None }
+        Self { runtime, state_dir: default_state_dir(), agent: None, detachable: false }
     }
 }
 
@@ -57,6 +61,7 @@ struct Shared {
     agent: PathBuf,
     agent_static: bool,
     seccomp: LinuxSeccomp,
+    detachable: bool,
     host: HostCapacity,
     host_image: OnceLock<HostImage>,
 }
@@ -70,6 +75,13 @@ pub struct ContainerBackend {
 fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
+}
+
+/// `hutch-` and 12 lowercase hex digits: ids are checked before they become paths.
+pub fn is_sandbox_id(id: &str) -> bool {
+    id.strip_prefix("hutch-").is_some_and(|h| {
+        h.len() == 12 && h.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    })
 }
 
 fn random_id() -> String {
@@ -136,6 +148,7 @@ impl ContainerBackend {
                 agent,
                 agent_static,
                 seccomp,
+                detachable: cfg.detachable,
                 host: HostCapacity::probe(),
                 host_image: OnceLock::new(),
             }),
@@ -189,6 +202,21 @@ impl ContainerBackend {
                 (abs, &[], None)
             }
         };
+        let run_dir = dir.join("run");
+        if self.shared.detachable {
+            std::fs::create_dir_all(&run_dir)
+                .and_then(|()| {
+                    std::os::unix::fs::chown(&run_dir, Some(spec.user.uid), Some(spec.user.gid))
+                })
+                .map_err(|e| {
+                    SandboxError::io(format!("cannot prepare {}", run_dir.display()), e)
+                })?;
+            let spec_json = serde_json::to_vec(spec)
+                .map_err(|e| SandboxError::runtime("bundle", e.to_string()))?;
+            std::fs::write(dir.join("spec.json"), spec_json).map_err(|e| {
+                SandboxError::io(format!("cannot write {}", dir.join("spec.json").display()), e)
+            })?;
+        }
         let inputs = BundleInputs {
             rootfs: &rootfs,
             host_binds: binds,
@@ -196,6 +224,7 @@ impl ContainerBackend {
             agent: &self.shared.agent,
             cgroups_path: &cgroups_path,
             seccomp: self.shared.seccomp.clone(),
+            run_dir: self.shared.detachable.then_some(run_dir.as_path()),
         };
         let config = build_spec(spec, &inputs)?;
         let json = serde_json::to_vec(&config)
@@ -204,6 +233,13 @@ impl ContainerBackend {
             SandboxError::io(format!("cannot write {}", dir.join("config.json").display()), e)
         })?;
         Ok(cgroups_path)
+    }
+
+    fn sandbox_dir(&self, id: &str) -> Result<PathBuf, SandboxError> {
+        if !is_sandbox_id(id) {
+            return Err(SandboxError::InvalidSpec(format!("{id:?} is not a hutch sandbox id")));
+        }
+        Ok(self.shared.state_dir.join("sandboxes").join(id))
     }
 
     /// Containers and cgroups of hutch that exist right now (for leak checks and `doctor`).
@@ -280,6 +316,92 @@ impl Backend for ContainerBackend {
             .chain(cgroups.into_iter().map(|c| format!("cgroup:{}", c.display())))
             .chain(dirs)
             .collect()
+    }
+
+    async fn adopt(&self, id: &str) -> Result<Box<dyn Sandbox>, SandboxError> {
+        let dir = self.sandbox_dir(id)?;
+        let spec: SandboxSpec = std::fs::read(dir.join("spec.json"))
+            .map_err(|e| {
+                SandboxError::io(
+                    format!("sandbox {id} has no saved spec (was it created detachable?)"),
+                    e,
+                )
+            })
+            .and_then(|b| {
+                serde_json::from_slice(&b)
+                    .map_err(|e| SandboxError::runtime("adopt", format!("saved spec of {id}: {e}")))
+            })?;
+        let sock = dir.join("run").join(crate::bundle::AGENT_SOCKET);
+        let t = Instant::now();
+        let stream =
+            tokio::time::timeout(Duration::from_secs(2), tokio::net::UnixStream::connect(&sock))
+                .await
+                .map_err(|_| {
+                    SandboxError::AgentNotReady(format!(
+                        "connecting to {} timed out",
+                        sock.display()
+                    ))
+                })?
+                .map_err(|e| {
+                    SandboxError::AgentNotReady(format!(
+                        "sandbox {id} is not running ({}: {e})",
+                        sock.display()
+                    ))
+                })?;
+        let (client, _) = AgentClient::connect(stream, Duration::from_secs(2)).await?;
+        let mut timings = PhaseTimings::default();
+        timings.add(Phase::AgentReady, t.elapsed());
+        let cgroup = format!("/{CGROUP_PARENT}/{id}");
+        let client = client.confined(spec.file_roots());
+        Ok(Box::new(ContainerSandbox {
+            id: id.to_string(),
+            spec,
+            dir,
+            cgroup,
+            backend: self.clone(),
+            client: Some(client),
+            engine: None,
+            started: true,
+            destroyed: false,
+            timings: Arc::new(Mutex::new(timings)),
+            oom_seen: Arc::new(AtomicU64::new(0)),
+        }))
+    }
+
+    async fn reap(&self, id: &str) -> Result<(), SandboxError> {
+        let dir = self.sandbox_dir(id)?;
+        self.shared.runtime.delete(id).await?;
+        let stuck = self.shared.layout.remove(&format!("/{CGROUP_PARENT}/{id}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        if !stuck.is_empty() {
+            return Err(SandboxError::runtime("reap", format!("cgroups of {id} still in use")));
+        }
+        Ok(())
+    }
+
+    async fn sandbox_ids(&self) -> Vec<String> {
+        let mut ids: std::collections::BTreeSet<String> = self
+            .shared
+            .runtime
+            .list()
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|i| is_sandbox_id(i))
+            .collect();
+        if let Ok(rd) = std::fs::read_dir(self.shared.state_dir.join("sandboxes")) {
+            ids.extend(
+                rd.flatten()
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .filter(|n| is_sandbox_id(n)),
+            );
+        }
+        for c in self.shared.layout.children(CGROUP_PARENT) {
+            if let Some(n) = c.file_name().and_then(|n| n.to_str()).filter(|n| is_sandbox_id(n)) {
+                ids.insert(n.to_string());
+            }
+        }
+        ids.into_iter().collect()
     }
 
     async fn create(&self, spec: SandboxSpec) -> Result<Box<dyn Sandbox>, SandboxError> {
@@ -387,6 +509,10 @@ impl ContainerSandbox {
     /// not exit in time or exits with an error (the container may still exist).
     async fn reap_engine(&mut self) -> Result<(), SandboxError> {
         let Some(mut child) = self.engine.take() else {
+            // Adopted after a restart: the runtime process is not ours to wait for.
+            if self.started {
+                self.backend.shared.runtime.delete(&self.id).await?;
+            }
             return Ok(());
         };
         let clean = matches!(
@@ -514,6 +640,25 @@ impl Sandbox for ContainerSandbox {
 
     fn files(&self) -> Result<&dyn FileOps, SandboxError> {
         Ok(self.client()?)
+    }
+
+    async fn reset(&self) -> Result<ResetReport, SandboxError> {
+        let wipe = vec![
+            self.spec.workdir.clone(),
+            "/tmp".into(),
+            "/dev/shm".into(),
+            "/dev/mqueue".into(),
+            crate::bundle::GUEST_RUN_DIR.into(),
+        ];
+        let (processes_left, entries_left) = self.client()?.reset(wipe).await?;
+        Ok(ResetReport { processes_left, entries_left })
+    }
+
+    fn detach(mut self: Box<Self>) {
+        // Keep everything running for a later `adopt`; the runtime process is left to init.
+        self.destroyed = true;
+        self.client = None;
+        self.engine = None;
     }
 
     async fn stop(&mut self) -> Result<(), SandboxError> {

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use hutch_agent_client::{locate_agent, AgentClient, TimedProcess};
 use hutch_core::{
-    Availability, Backend, ExecRequest, FileOps, Image, Phase, PhaseTimings, Process, Sandbox,
-    SandboxError, SandboxSpec,
+    Availability, Backend, ExecRequest, FileOps, Image, Phase, PhaseTimings, Process, ResetReport,
+    Sandbox, SandboxError, SandboxSpec,
 };
 
 #[derive(Debug, Clone)]
@@ -180,6 +180,12 @@ impl Sandbox for ProcessSandbox {
 
     fn files(&self) -> Result<&dyn FileOps, SandboxError> {
         Ok(self.client()?)
+    }
+
+    async fn reset(&self) -> Result<ResetReport, SandboxError> {
+        let dir = self.dir.to_string_lossy().into_owned();
+        let (processes_left, entries_left) = self.client()?.reset(vec![dir]).await?;
+        Ok(ResetReport { processes_left, entries_left })
     }
 
     async fn stop(&mut self) -> Result<(), SandboxError> {

@@ -233,7 +233,7 @@ pub async fn fork_bomb_is_contained(b: &dyn Backend) -> Result<()> {
         let mut req = ExecRequest::argv([
             "bash",
             "-c",
-            "bomb() { bomb | bomb & }; bomb; sleep 2; echo survived",
+            "bomb() { bomb | bomb & }; bomb; wait",
         ]);
         req.timeout_ms = Some(4000);
         let r = sb.exec(req, Vec::new(), &mut Discard).await?;
@@ -598,6 +598,39 @@ pub async fn file_paths_are_confined(b: &dyn Backend) -> Result<()> {
         ensure!(sb.stat("/workspace/etc-link").await?.kind == FileKind::Symlink, "stat of the link itself");
         sb.remove("/workspace/etc-link", false).await?;
         sb.write_file("/tmp/scratch", b"t", None).await?;
+        Ok(())
+    }
+    .await;
+    finish(sandbox, r).await
+}
+
+/// A reset sandbox keeps nothing of its previous user: files in the workspace, /tmp and
+/// /dev/shm, processes (also ones that left their session), System V IPC objects, environment.
+pub async fn reset_leaves_nothing_behind(b: &dyn Backend) -> Result<()> {
+    let sandbox = started(b, SandboxSpec::default()).await?;
+    let sb: &dyn Sandbox = &*sandbox;
+    let r = async {
+        let mut req = ExecRequest::shell(
+            "echo secret > /workspace/s; mkdir -p /tmp/d && echo x > /tmp/d/f; echo y > /dev/shm/m; \
+             ln -s /etc /workspace/link; (setsid sleep 300 &); (sleep 301 &); ipcmk -M 4096 >/dev/null; echo done",
+        );
+        req.env.insert("PREVIOUS_USER_SECRET".into(), "s3cr3t".into());
+        let r = sb.exec(req, Vec::new(), &mut Discard).await?;
+        ensure!(out(&r) == "done\n", "setup: {:?} {:?}", out(&r), String::from_utf8_lossy(&r.stderr));
+        let report = sb.reset().await?;
+        ensure!(report.is_clean(), "reset left {report:?}");
+        let r = sh(
+            sb,
+            "ls -A /workspace /tmp /dev/shm; for p in /proc/[0-9]*; do cat $p/comm 2>/dev/null; done | grep -c '^sleep' || true; \
+             ipcs -m | grep -c '^0x' || true; env | grep -c PREVIOUS_USER_SECRET || true",
+        )
+        .await?;
+        let o = out(&r);
+        let lines: Vec<&str> = o.lines().filter(|l| !l.is_empty() && !l.ends_with(':')).collect();
+        ensure!(lines == ["0", "0", "0"], "after reset: {o:?}");
+        // still fully usable
+        sb.write_file("/workspace/new", b"n", None).await?;
+        ensure!(sh(sb, "cat /workspace/new").await?.stdout == b"n", "usable after reset");
         Ok(())
     }
     .await;

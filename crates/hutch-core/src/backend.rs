@@ -10,6 +10,19 @@ use serde::Serialize;
 use crate::exec::{ExecRequest, ExecResult, OutputEvent, OutputSink};
 use crate::{PhaseTimings, SandboxError, SandboxSpec};
 
+/// What [`Sandbox::reset`] left behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ResetReport {
+    pub processes_left: u32,
+    pub entries_left: u32,
+}
+
+impl ResetReport {
+    pub fn is_clean(&self) -> bool {
+        self.processes_left == 0 && self.entries_left == 0
+    }
+}
+
 /// Whether a backend works on this host, and if not, why and what to do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Availability {
@@ -59,6 +72,27 @@ pub trait Backend: Send + Sync {
 
     /// Prepares a sandbox (bundle, directories); nothing runs yet. Call [`Sandbox::start`] next.
     async fn create(&self, spec: SandboxSpec) -> Result<Box<dyn Sandbox>, SandboxError>;
+
+    /// Reconnects to a sandbox this backend created earlier (e.g. before a daemon restart) and
+    /// that is still running. Backends that cannot say so.
+    async fn adopt(&self, id: &str) -> Result<Box<dyn Sandbox>, SandboxError> {
+        Err(SandboxError::runtime(
+            "adopt",
+            format!("backend {} cannot reattach to sandbox {id}", self.name()),
+        ))
+    }
+
+    /// Removes whatever is left on the host of sandbox `id` (it could not be adopted, or it is
+    /// unknown to the caller). Idempotent.
+    async fn reap(&self, _id: &str) -> Result<(), SandboxError> {
+        Ok(())
+    }
+
+    /// Ids of the sandboxes of this backend that exist on the host right now (running or with
+    /// leftovers), for reconciliation after a restart.
+    async fn sandbox_ids(&self) -> Vec<String> {
+        Vec::new()
+    }
 
     /// Host resources this backend holds right now (engine containers, cgroups, ...), one string
     /// each, for leak checks and reconciliation.
@@ -182,6 +216,17 @@ pub trait Sandbox: Send + Sync {
     async fn rename(&self, from: &str, to: &str) -> Result<(), SandboxError> {
         self.files()?.rename(from, to).await
     }
+
+    /// Returns the sandbox to a clean state for another user: no processes but the agent, empty
+    /// workspace, /tmp and shared-memory directories, no IPC objects. The report says what was
+    /// left (a clean sandbox reports zeros); callers must not reuse a sandbox that is not clean.
+    async fn reset(&self) -> Result<ResetReport, SandboxError> {
+        Err(SandboxError::runtime("reset", "this backend cannot reset a sandbox"))
+    }
+
+    /// Forgets the sandbox without destroying it, so that it can be adopted later (daemon
+    /// shutdown that keeps sandboxes). Backends that cannot be adopted destroy it as `Drop` does.
+    fn detach(self: Box<Self>) {}
 
     /// Stops every process; the sandbox can no longer run commands.
     async fn stop(&mut self) -> Result<(), SandboxError>;

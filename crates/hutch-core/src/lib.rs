@@ -14,7 +14,7 @@ pub mod spec;
 pub mod timing;
 pub mod units;
 
-pub use backend::{Availability, Backend, FileOps, Process, ProcessControl, Sandbox};
+pub use backend::{Availability, Backend, FileOps, Process, ProcessControl, ResetReport, Sandbox};
 pub use error::{ErrorKind, SandboxError};
 pub use exec::{
     Discard, ExecCommand, ExecOutcome, ExecRequest, ExecResult, ExecStatus, OutputEvent,

@@ -247,6 +247,14 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         within: Vec<String>,
     },
+    /// Return the sandbox to a clean state for its next user: kill every process but the agent,
+    /// remove System V IPC objects, and empty the `wipe` directories (their contents, not the
+    /// directories). Answered by `reset_ok` saying what is left (a clean sandbox: nothing).
+    Reset {
+        id: u64,
+        #[serde(default)]
+        wipe: Vec<String>,
+    },
     /// Kill every process and exit: the sandbox stops.
     Shutdown {
         id: u64,
@@ -269,6 +277,7 @@ impl Request {
             | Request::Remove { id, .. }
             | Request::MakeDir { id, .. }
             | Request::Rename { id, .. }
+            | Request::Reset { id, .. }
             | Request::Shutdown { id } => *id,
         }
     }
@@ -327,6 +336,13 @@ pub enum Response {
         id: u64,
         stat: FileStat,
     },
+    ResetOk {
+        id: u64,
+        /// Processes other than the agent still present.
+        processes_left: u32,
+        /// Entries still present in the wiped directories.
+        entries_left: u32,
+    },
     Error {
         id: u64,
         code: ErrorCode,
@@ -347,6 +363,7 @@ impl Response {
             | Response::FileData { id, .. }
             | Response::Entries { id, .. }
             | Response::StatOk { id, .. }
+            | Response::ResetOk { id, .. }
             | Response::Error { id, .. } => *id,
         }
     }

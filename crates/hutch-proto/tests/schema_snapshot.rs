@@ -61,6 +61,7 @@ fn requests() -> Vec<Request> {
             to: "/workspace/b".into(),
             within: vec![],
         },
+        Request::Reset { id: 14, wipe: vec!["/workspace".into(), "/tmp".into()] },
         Request::Shutdown { id: 13 },
     ];
     // Exhaustiveness: a new variant must be added above (this match stops compiling otherwise).
@@ -79,6 +80,7 @@ fn requests() -> Vec<Request> {
             | Request::Remove { .. }
             | Request::MakeDir { .. }
             | Request::Rename { .. }
+            | Request::Reset { .. }
             | Request::Shutdown { .. } => {}
         }
     }
@@ -116,6 +118,7 @@ fn responses() -> Vec<Response> {
                 symlink_target: Some("b".into()),
             },
         },
+        Response::ResetOk { id: 14, processes_left: 0, entries_left: 0 },
         Response::Error {
             id: 10,
             code: ErrorCode::NotFound,
@@ -134,6 +137,7 @@ fn responses() -> Vec<Response> {
             | Response::FileData { .. }
             | Response::Entries { .. }
             | Response::StatOk { .. }
+            | Response::ResetOk { .. }
             | Response::Error { .. } => {}
         }
     }
