@@ -4,6 +4,7 @@
 mod backends;
 mod doctor;
 mod run;
+mod serve;
 
 use std::process::ExitCode;
 
@@ -22,6 +23,8 @@ enum Cmd {
     Run(run::RunArgs),
     /// Check this host: which backends and runtimes work here, and what to fix
     Doctor(doctor::DoctorArgs),
+    /// Run the daemon: HTTP API, warm pools, state in SQLite
+    Serve(serve::ServeArgs),
     /// Run the benchmark suite
     Bench(hutch_bench::BenchArgs),
 }
@@ -86,7 +89,13 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    // the daemon serves many connections at once; one-shot commands need one thread
+    let rt = if matches!(cli.cmd, Cmd::Serve(_)) {
+        tokio::runtime::Builder::new_multi_thread().enable_all().build()
+    } else {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
+    };
+    let rt = match rt {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("hutch: cannot start the async runtime: {e}");
@@ -97,6 +106,7 @@ fn main() -> ExitCode {
         match cli.cmd {
             Cmd::Run(a) => run::run(a).await,
             Cmd::Doctor(a) => doctor::doctor(a).await,
+            Cmd::Serve(a) => serve::serve(a).await,
             Cmd::Bench(a) => match hutch_bench::main(a).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {

@@ -230,11 +230,7 @@ pub async fn fork_bomb_is_contained(b: &dyn Backend) -> Result<()> {
     let sandbox = started(b, SandboxSpec::default()).await?;
     let sb: &dyn Sandbox = &*sandbox;
     let r = async {
-        let mut req = ExecRequest::argv([
-            "bash",
-            "-c",
-            "bomb() { bomb | bomb & }; bomb; wait",
-        ]);
+        let mut req = ExecRequest::argv(["bash", "-c", "bomb() { bomb | bomb & }; bomb; wait"]);
         req.timeout_ms = Some(4000);
         let r = sb.exec(req, Vec::new(), &mut Discard).await?;
         let err = String::from_utf8_lossy(&r.stderr);

@@ -20,6 +20,9 @@ pub use exec::{
     Discard, ExecCommand, ExecOutcome, ExecRequest, ExecResult, ExecStatus, OutputEvent,
     OutputSink, StdinMode,
 };
-pub use hutch_proto::{DirEntry, FileKind, FileStat};
+pub use hutch_proto::{
+    DirEntry, ErrorCode as AgentErrorCode, FileKind, FileStat,
+    PROTOCOL_VERSION as AGENT_PROTOCOL_VERSION,
+};
 pub use spec::{HostCapacity, Image, Limits, NetworkPolicy, SandboxSpec, UserSpec};
 pub use timing::{Phase, PhaseTimings};

@@ -60,7 +60,7 @@ const EVICTION_CANDIDATE: &str = "SELECT id, state FROM (
                        WHERE state = 'warm' ORDER BY last_used_at LIMIT 1)
         UNION ALL
         SELECT * FROM (SELECT id, state, last_used_at FROM sandboxes
-                       WHERE state = 'waiting' ORDER BY last_used_at LIMIT 1)
+                       WHERE state = 'waiting' AND last_used_at < ?1 ORDER BY last_used_at LIMIT 1)
     )
     ORDER BY CASE state WHEN 'cold' THEN 0 WHEN 'warm' THEN 1 ELSE 2 END, last_used_at
     LIMIT 1";
@@ -404,15 +404,25 @@ impl Store {
     /// one, else a `Waiting` one, the least recently used first. Never `Running` or `Warming`
     /// (someone is using or building it).
     pub fn best_eviction_candidate(&self) -> Result<Option<(String, SandboxState)>> {
-        eviction_candidate(&self.conn())
+        eviction_candidate(&self.conn(), i64::MAX)
     }
 
     /// Stops the [best eviction candidate](Store::best_eviction_candidate) with reason
     /// `evicted`, in one transaction, and returns it so the caller can destroy its resources.
     pub fn evict_one(&self, now: i64) -> Result<Option<(String, SandboxState)>> {
+        self.evict_one_idle(now, i64::MAX)
+    }
+
+    /// [`evict_one`](Store::evict_one), but a `Waiting` sandbox is a candidate only when it was
+    /// last used before `waiting_idle_before` (one just handed to a user is not evicted).
+    pub fn evict_one_idle(
+        &self,
+        now: i64,
+        waiting_idle_before: i64,
+    ) -> Result<Option<(String, SandboxState)>> {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let Some((id, state)) = eviction_candidate(&tx)? else {
+        let Some((id, state)) = eviction_candidate(&tx, waiting_idle_before)? else {
             return Ok(None);
         };
         let n = tx.prepare_cached(EVICT)?.execute(params![id, state.as_str(), now])?;
@@ -544,10 +554,13 @@ fn count_by_state(conn: &Connection) -> Result<BTreeMap<SandboxState, usize>> {
 }
 
 /// See [`EVICTION_CANDIDATE`].
-fn eviction_candidate(conn: &Connection) -> Result<Option<(String, SandboxState)>> {
+fn eviction_candidate(
+    conn: &Connection,
+    waiting_idle_before: i64,
+) -> Result<Option<(String, SandboxState)>> {
     let found: Option<(String, String)> = conn
         .prepare_cached(EVICTION_CANDIDATE)?
-        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .query_row([waiting_idle_before], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
     match found {
         None => Ok(None),

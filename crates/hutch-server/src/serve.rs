@@ -1,0 +1,114 @@
+//! Running the daemon: listeners (a Unix socket, and TCP when asked), graceful shutdown.
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use crate::api::{router, Trusted};
+use crate::daemon::{Daemon, DaemonError};
+use crate::ServerConfig;
+
+#[derive(Debug, Clone)]
+pub struct Listen {
+    /// Unix socket path (trusted: its file mode, 0600, is the access control).
+    pub socket: Option<PathBuf>,
+    /// TCP address (every request needs an API key).
+    pub tcp: Option<SocketAddr>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Daemon(#[from] DaemonError),
+    #[error("another hutch daemon is already listening on {0}")]
+    InUse(String),
+    #[error("cannot listen on {0}")]
+    Bind(String, #[source] std::io::Error),
+    #[error("nothing to listen on: give a socket path or a TCP address")]
+    NoListener,
+}
+
+/// Removes a socket file left by a daemon that died; refuses when one is still answering.
+fn prepare_socket(path: &PathBuf) -> Result<(), ServeError> {
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(ServeError::InUse(path.display().to_string()));
+        }
+        let _ = std::fs::remove_file(path);
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| ServeError::Bind(dir.display().to_string(), e))?;
+    }
+    Ok(())
+}
+
+async fn signalled() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+/// Starts the daemon and serves until SIGTERM or Ctrl-C; `ready` is called with the daemon once
+/// every listener is bound.
+pub async fn run(
+    cfg: ServerConfig,
+    listen: Listen,
+    ready: impl FnOnce(&Arc<Daemon>),
+) -> Result<(), ServeError> {
+    if listen.socket.is_none() && listen.tcp.is_none() {
+        return Err(ServeError::NoListener);
+    }
+    if let Some(p) = &listen.socket {
+        prepare_socket(p)?;
+    }
+    let daemon = Daemon::start(cfg).await?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut servers = tokio::task::JoinSet::new();
+    if let Some(path) = &listen.socket {
+        let l = tokio::net::UnixListener::bind(path)
+            .map_err(|e| ServeError::Bind(path.display().to_string(), e))?;
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+        let app = router(daemon.clone(), Trusted(true));
+        let mut rx = stop_rx.clone();
+        servers.spawn(async move {
+            let _ = axum::serve(l, app)
+                .with_graceful_shutdown(async move {
+                    let _ = rx.wait_for(|s| *s).await;
+                })
+                .await;
+        });
+    }
+    if let Some(addr) = listen.tcp {
+        let l = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| ServeError::Bind(addr.to_string(), e))?;
+        let app = router(daemon.clone(), Trusted(false));
+        let mut rx = stop_rx.clone();
+        servers.spawn(async move {
+            let _ = axum::serve(l, app)
+                .with_graceful_shutdown(async move {
+                    let _ = rx.wait_for(|s| *s).await;
+                })
+                .await;
+        });
+    }
+    ready(&daemon);
+    tracing::info!(socket = ?listen.socket, tcp = ?listen.tcp, "hutch daemon ready");
+    signalled().await;
+    tracing::info!("shutting down");
+    let _ = stop_tx.send(true);
+    daemon.shutdown().await;
+    while servers.join_next().await.is_some() {}
+    if let Some(p) = &listen.socket {
+        let _ = std::fs::remove_file(p);
+    }
+    Ok(())
+}
