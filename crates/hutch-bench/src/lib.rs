@@ -4,6 +4,8 @@
 #![forbid(unsafe_code)]
 
 mod cold;
+mod http;
+mod pool;
 mod report;
 mod snapshot;
 pub mod stats;
@@ -34,6 +36,8 @@ pub struct BenchArgs {
 pub enum Suite {
     /// Cold one-shot `hutch run` against the raw OCI runtime floor, plus warm exec in one live sandbox
     Cold(cold::ColdArgs),
+    /// The daemon's pool: store operations (vs. the Ash pool) and pool acquire to first exec over the API
+    Pool(pool::PoolArgs),
 }
 
 pub async fn main(a: BenchArgs) -> anyhow::Result<()> {
@@ -41,5 +45,6 @@ pub async fn main(a: BenchArgs) -> anyhow::Result<()> {
     let warmup = if a.smoke { 0 } else { a.warmup };
     match &a.suite {
         Suite::Cold(c) => cold::run(c, iterations, warmup, &a.out).await,
+        Suite::Pool(p) => pool::run(p, iterations, warmup, &a.out).await,
     }
 }
