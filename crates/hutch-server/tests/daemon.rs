@@ -388,3 +388,107 @@ async fn ttl_expiry_and_extension() {
     );
     env.finish().await;
 }
+
+/// A real TCP listener for the parts of the API that need a connection (WebSocket, SSE).
+async fn serve_tcp(env: &Env) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = l.local_addr().expect("addr");
+    let app = env.app.clone();
+    let h = tokio::spawn(async move {
+        let _ = axum::serve(l, app).await;
+    });
+    (addr, h)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root and crun: cargo test -p hutch-server -- --include-ignored"]
+async fn websocket_exec_streams_stdin_and_output_and_attach_replays_background_output() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let env = Env::new("ws", |_| {}).await;
+    let id = env.create(json!({})).await;
+    let (addr, server) = serve_tcp(&env).await;
+    let (mut ws, _) =
+        tokio_tungstenite::connect_async(format!("ws://{addr}/v1/sandboxes/{id}/exec/ws"))
+            .await
+            .expect("ws connect");
+    ws.send(Message::Text(
+        json!({"command": ["sh", "-c", "read a; echo got:$a; cat >&2"]}).to_string().into(),
+    ))
+    .await
+    .expect("send cmd");
+    ws.send(Message::Binary(b"hello\n".to_vec().into())).await.expect("stdin");
+    ws.send(Message::Text(json!({"type": "stdin", "data": "to-stderr"}).to_string().into()))
+        .await
+        .expect("stdin text");
+    ws.send(Message::Text(json!({"type": "stdin_close"}).to_string().into()))
+        .await
+        .expect("close stdin");
+    let (mut out, mut err, mut exit) = (String::new(), String::new(), Value::Null);
+    while let Some(Ok(m)) = ws.next().await {
+        let Message::Text(t) = m else { continue };
+        let v: Value = serde_json::from_str(&t).expect("json event");
+        match v["type"].as_str() {
+            Some("stdout") => out.push_str(v["data"].as_str().unwrap_or("")),
+            Some("stderr") => err.push_str(v["data"].as_str().unwrap_or("")),
+            Some("exit") => {
+                exit = v;
+                break;
+            }
+            Some("error") => panic!("{v}"),
+            _ => {}
+        }
+    }
+    assert_eq!(
+        (out.as_str(), err.as_str(), exit["exit_code"].as_i64()),
+        ("got:hello\n", "to-stderr", Some(0))
+    );
+
+    // a background process: output buffered while nobody listens, replayed on attach
+    let (s, p) = env
+        .call(
+            "POST",
+            &format!("/v1/sandboxes/{id}/processes"),
+            Some(json!({"shell": "echo early; read x; echo late:$x"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{p}");
+    let pid = p["pid"].as_u64().expect("pid");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let resp = reqwest_like_get(addr, &format!("/v1/sandboxes/{id}/processes/{pid}/attach")).await;
+    let (s, _) = env
+        .raw(
+            Request::post(format!("/v1/sandboxes/{id}/processes/{pid}/stdin"))
+                .body(Body::from("now\n"))
+                .expect("req"),
+        )
+        .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let text = resp.await.expect("attach task");
+    assert!(
+        text.contains("early") && text.contains("late:now") && text.contains("event: exit"),
+        "{text}"
+    );
+    let (_, logs) =
+        env.call("GET", &format!("/v1/sandboxes/{id}/processes/{pid}/logs"), None).await;
+    assert_eq!(logs["stdout"], "early\nlate:now\n", "{logs}");
+    assert_eq!(logs["process"]["status"]["exit_code"], 0);
+    server.abort();
+    env.finish().await;
+}
+
+/// Reads an SSE response to its end on a raw connection (returns the whole body text).
+async fn reqwest_like_get(
+    addr: std::net::SocketAddr,
+    path: &str,
+) -> tokio::task::JoinHandle<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let req = format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.expect("send");
+    tokio::spawn(async move {
+        let mut buf = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut buf)).await;
+        String::from_utf8_lossy(&buf).into_owned()
+    })
+}
