@@ -20,13 +20,15 @@ export HUTCH_STATE_DIR="${HUTCH_STATE_DIR:-/run/hutch-test}"
 echo "== unit and integration tests" >&2
 cargo test --workspace --quiet 2>&1 | tee -a "$log"
 
-echo "== conformance suite (crun, runc) and end-to-end CLI (root)" >&2
-# one case at a time: the leak check compares whole-host snapshots
-cargo test --quiet -p hutch-conformance -p hutch-cli -- --include-ignored --test-threads=1 2>&1 | tee -a "$log"
+echo "== conformance suite (crun, runc), the daemon, end-to-end CLI (root)" >&2
+# one case at a time: the leak checks compare whole-host snapshots
+cargo test --quiet -p hutch-conformance -p hutch-server -p hutch-cli -- --include-ignored --test-threads=1 2>&1 | tee -a "$log"
 
 echo "== benchmark smoke run" >&2
 cargo build --quiet -p hutch-cli
-"$target/debug/hutch" bench --smoke --out "$target/bench-smoke" cold
+for suite in cold pool; do
+  "$target/debug/hutch" bench --smoke --out "$target/bench-smoke" "$suite"
+done
 # one closing line over every cargo test run above
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
