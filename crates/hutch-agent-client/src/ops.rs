@@ -380,3 +380,130 @@ impl Process for TimedProcess {
         Ok(ev)
     }
 }
+
+#[async_trait]
+impl hutch_core::ContextOps for AgentClient {
+    async fn create_context(
+        &self,
+        language: &str,
+        cwd: Option<&str>,
+        env: std::collections::BTreeMap<String, String>,
+    ) -> Result<hutch_core::ContextInfo, SandboxError> {
+        let req = Request::ContextCreate {
+            id: self.next_id(),
+            language: language.into(),
+            cwd: cwd.map(String::from),
+            env,
+        };
+        match self.call(req, &[]).await? {
+            (Response::ContextCreated { context, .. }, _) => Ok(context),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    async fn run_code(
+        &self,
+        context_id: &str,
+        code: &str,
+        timeout_ms: Option<u64>,
+        output_limit: u64,
+        sink: hutch_core::context::RunSink<'_>,
+    ) -> Result<hutch_core::RunOutput, SandboxError> {
+        use hutch_core::{RichResult, RunEvent, RunOutput};
+        let id = self.next_id();
+        let deadline = timeout_ms.map(|t| {
+            tokio::time::Instant::now()
+                + std::time::Duration::from_millis(t)
+                + HOST_DEADLINE_GRACE
+                + std::time::Duration::from_secs(20)
+        });
+        let req =
+            Request::ContextRun { id, context_id: context_id.into(), timeout_ms, output_limit };
+        let mut rx = self.send(req, code.as_bytes()).await?;
+        let keep = (output_limit as usize).saturating_add(256);
+        let mut out = RunOutput::default();
+        let result = loop {
+            let next = match deadline {
+                None => rx.recv().await,
+                Some(d) => match tokio::time::timeout_at(d, rx.recv()).await {
+                    Ok(v) => v,
+                    Err(_) => {
+                        break Err(SandboxError::AgentNotReady(
+                            "the agent stopped answering during a code run".into(),
+                        ))
+                    }
+                },
+            };
+            let ev = match next {
+                Some((Response::Stdout { .. }, d)) => RunEvent::Stdout(d),
+                Some((Response::Stderr { .. }, d)) => RunEvent::Stderr(d),
+                Some((Response::ContextResult { main, data, .. }, _)) => {
+                    RunEvent::Result(RichResult { main, data })
+                }
+                Some((Response::ContextError { error, .. }, _)) => RunEvent::Error(error),
+                Some((Response::ContextDone { summary, .. }, _)) => {
+                    out.summary = summary;
+                    break Ok(());
+                }
+                Some((Response::Error { code, message, .. }, _)) => {
+                    break Err(SandboxError::Agent { code, message })
+                }
+                Some((other, _)) => break Err(unexpected(&other)),
+                None => break Err(SandboxError::AgentGone),
+            };
+            sink(&ev);
+            match ev {
+                RunEvent::Stdout(d) => out
+                    .stdout
+                    .extend_from_slice(&d[..d.len().min(keep.saturating_sub(out.stdout.len()))]),
+                RunEvent::Stderr(d) => out
+                    .stderr
+                    .extend_from_slice(&d[..d.len().min(keep.saturating_sub(out.stderr.len()))]),
+                RunEvent::Result(r) => {
+                    if out.results.len() < 256 {
+                        out.results.push(r);
+                    }
+                }
+                RunEvent::Error(e) => out.error = Some(e),
+            }
+        };
+        self.forget(id);
+        result.map(|()| out)
+    }
+
+    async fn interrupt_context(&self, context_id: &str) -> Result<(), SandboxError> {
+        self.ok(
+            Request::ContextInterrupt { id: self.next_id(), context_id: context_id.into() },
+            &[],
+        )
+        .await
+    }
+
+    async fn restart_context(
+        &self,
+        context_id: &str,
+    ) -> Result<hutch_core::ContextInfo, SandboxError> {
+        match self
+            .call(
+                Request::ContextRestart { id: self.next_id(), context_id: context_id.into() },
+                &[],
+            )
+            .await?
+        {
+            (Response::ContextCreated { context, .. }, _) => Ok(context),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    async fn delete_context(&self, context_id: &str) -> Result<(), SandboxError> {
+        self.ok(Request::ContextDelete { id: self.next_id(), context_id: context_id.into() }, &[])
+            .await
+    }
+
+    async fn list_contexts(&self) -> Result<Vec<hutch_core::ContextInfo>, SandboxError> {
+        match self.call(Request::ContextList { id: self.next_id() }, &[]).await? {
+            (Response::Contexts { contexts, .. }, _) => Ok(contexts),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+}

@@ -64,6 +64,7 @@ pub fn prepare(
             envp,
             cwd: cstr(&cwd)?,
             pipe_stdin: req.stdin != StdinMode::Null,
+            extra_fds: Vec::new(),
         },
         stdin_mode: req.stdin,
     })
@@ -91,7 +92,8 @@ fn resolve(cmd: &str, path_var: &str, cwd: &str) -> Option<PathBuf> {
 
 /// Feeds stdin from the protocol to the child.
 pub fn stdin_thread(fd: OwnedFd, initial: Vec<u8>, rx: Option<Receiver<Vec<u8>>>) {
-    std::thread::spawn(move || {
+    // On failure the fd is dropped: the command reads end of file.
+    let _ = sys::spawn_thread(move || {
         let mut f = std::fs::File::from(fd);
         if !initial.is_empty() && f.write_all(&initial).is_err() {
             return;
@@ -125,6 +127,34 @@ pub fn kill_session(sid: i32) {
                 }
             }
         }
+    }
+}
+
+/// Kills every process of session `sid` except `keep` (a runner's leftovers after a timed-out
+/// snippet), repeating while a fork bomb keeps making new ones.
+pub fn kill_session_except(sid: i32, keep: i32) {
+    for _ in 0..50 {
+        let mut found = false;
+        let Ok(dir) = std::fs::read_dir("/proc") else { return };
+        for e in dir.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            if pid == keep {
+                continue;
+            }
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+            let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { continue };
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            if f.len() > 3 && f[0] != "Z" && f[3].parse::<i32>().ok() == Some(sid) {
+                let _ = sys::kill(pid, libc::SIGKILL);
+                found = true;
+            }
+        }
+        if !found {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(2));
     }
 }
 

@@ -19,6 +19,14 @@ fn code(e: &io::Error) -> ErrorCode {
                 ErrorCode::PermissionDenied
             }
             Some(libc::ENOTDIR) => ErrorCode::NotFound,
+            // the caller's mistake: a name too long, a directory where a file was meant,
+            // moving a directory into itself, a symlink loop
+            Some(libc::ENAMETOOLONG | libc::EISDIR | libc::EINVAL | libc::ELOOP) => {
+                ErrorCode::InvalidRequest
+            }
+            // removing a non-empty directory without `recursive`
+            Some(libc::ENOTEMPTY | libc::EEXIST) => ErrorCode::AlreadyExists,
+            Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG) => ErrorCode::NoSpace,
             _ => ErrorCode::Io,
         },
     }

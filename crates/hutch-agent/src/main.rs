@@ -7,6 +7,7 @@
 //!
 //! Without `--listen` the agent exits (and so the sandbox stops) when its `--fd` connection closes,
 //! so a host that dies cannot leave a sandbox running unnoticed.
+mod contexts;
 mod exec;
 mod files;
 mod reaper;

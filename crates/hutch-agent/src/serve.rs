@@ -33,6 +33,7 @@ pub struct Agent {
     listen: Option<std::path::PathBuf>,
     workdir: String,
     env: BTreeMap<String, String>,
+    pub contexts: crate::contexts::Contexts,
     /// Sessions (= pids of exec leaders) of every running command, for shutdown.
     sessions: Mutex<Vec<i32>>,
 }
@@ -47,6 +48,7 @@ impl Agent {
         Self {
             started: Instant::now(),
             listen,
+            contexts: Default::default(),
             workdir,
             env: std::env::vars().collect(),
             sessions: Mutex::new(Vec::new()),
@@ -61,6 +63,7 @@ impl Agent {
     /// (the process backend) the agent only kills what it started and leaves IPC alone.
     pub fn reset(&self, wipe: &[String]) -> (u32, u32) {
         let own_ns = sys::getpid() == 1;
+        self.contexts.clear();
         for _ in 0..100 {
             for sid in self.sessions().drain(..) {
                 exec::kill_session(sid);
@@ -98,6 +101,7 @@ impl Agent {
 
     /// Kills every command this agent started (and, as PID 1, every other process of the sandbox).
     pub fn kill_everything(&self) {
+        self.contexts.clear();
         for sid in self.sessions().drain(..) {
             exec::kill_session(sid);
         }
@@ -162,6 +166,7 @@ pub fn serve(agent: Arc<Agent>, stream: UnixStream) {
                             "signal".into(),
                             "stdin".into(),
                             "reset".into(),
+                            "contexts".into(),
                         ],
                         uptime_us: agent.started.elapsed().as_micros() as u64,
                     },
@@ -219,6 +224,12 @@ pub fn serve(agent: Arc<Agent>, stream: UnixStream) {
                                 ErrorCode::NotFound,
                                 format!("working directory {:?}: {e}", prepared.spec.cwd),
                             ),
+                            sys::SpawnError::Exec(e)
+                                if e.kind() == std::io::ErrorKind::NotFound =>
+                            {
+                                let cmd = prepared.spec.path.to_string_lossy().into_owned();
+                                (ErrorCode::NotFound, format!("{cmd}: command not found"))
+                            }
                             sys::SpawnError::Exec(e) => (
                                 ErrorCode::SpawnFailed,
                                 format!("cannot execute {:?}: {e}", prepared.spec.path),
@@ -249,7 +260,8 @@ pub fn serve(agent: Arc<Agent>, stream: UnixStream) {
                 let (w, done) = (writer.clone(), done_tx.clone());
                 let timeout = req.timeout_ms.map(Duration::from_millis);
                 let limit = req.output_limit;
-                std::thread::spawn(move || {
+                let sid = spawned.pid;
+                let supervised = sys::spawn_thread(move || {
                     exec::supervise(
                         id,
                         spawned.pid,
@@ -263,6 +275,12 @@ pub fn serve(agent: Arc<Agent>, stream: UnixStream) {
                         done,
                     )
                 });
+                if let Err(e) = supervised {
+                    // without a supervisor nobody would report or bound the command
+                    exec::kill_session(sid);
+                    running.remove(&id);
+                    writer.error(id, ErrorCode::SpawnFailed, format!("cannot watch the command: {e} (the sandbox's process limit is exhausted)"));
+                }
             }
             Request::Stdin { id } => match running.get(&id).and_then(|r| r.stdin.as_ref()) {
                 Some(tx) => {
@@ -296,6 +314,53 @@ pub fn serve(agent: Arc<Agent>, stream: UnixStream) {
                 running.clear();
                 let (processes_left, entries_left) = agent.reset(&wipe);
                 writer.send(&Response::ResetOk { id, processes_left, entries_left }, &[]);
+            }
+            Request::ContextCreate { id, language, cwd, env } => {
+                match agent.contexts.create(&language, cwd, env, &agent.env, &agent.workdir) {
+                    Ok(context) => {
+                        writer.send(&Response::ContextCreated { id, context }, &[]);
+                    }
+                    Err((code, msg)) => writer.error(id, code, msg),
+                }
+            }
+            Request::ContextRun { id, context_id, timeout_ms, output_limit } => {
+                let timeout = timeout_ms.map(Duration::from_millis);
+                if let Err((code, msg)) = agent.contexts.run(
+                    id,
+                    &context_id,
+                    body,
+                    timeout,
+                    output_limit,
+                    writer.clone(),
+                    agent.env.clone(),
+                ) {
+                    writer.error(id, code, msg);
+                }
+            }
+            Request::ContextInterrupt { id, context_id } => {
+                match agent.contexts.interrupt(&context_id) {
+                    Ok(()) => {
+                        writer.send(&Response::Ok { id }, &[]);
+                    }
+                    Err((code, msg)) => writer.error(id, code, msg),
+                }
+            }
+            Request::ContextRestart { id, context_id } => {
+                match agent.contexts.restart(&context_id, &agent.env) {
+                    Ok(context) => {
+                        writer.send(&Response::ContextCreated { id, context }, &[]);
+                    }
+                    Err((code, msg)) => writer.error(id, code, msg),
+                }
+            }
+            Request::ContextDelete { id, context_id } => match agent.contexts.delete(&context_id) {
+                Ok(()) => {
+                    writer.send(&Response::Ok { id }, &[]);
+                }
+                Err((code, msg)) => writer.error(id, code, msg),
+            },
+            Request::ContextList { id } => {
+                writer.send(&Response::Contexts { id, contexts: agent.contexts.list() }, &[]);
             }
             Request::Shutdown { id } => {
                 agent.kill_everything();

@@ -57,6 +57,23 @@ pub struct SpawnSpec {
     pub envp: Vec<CString>,
     pub cwd: CString,
     pub pipe_stdin: bool,
+    /// More descriptors for the child: `(fd in the child, fd in the agent)`. The agent's fds
+    /// must be >= 10 (see [`high_fd`]) so that placing them cannot clobber one another.
+    pub extra_fds: Vec<(i32, RawFd)>,
+}
+
+/// Moves an fd to a number >= 10 (close-on-exec), for [`SpawnSpec::extra_fds`].
+pub fn high_fd(fd: OwnedFd) -> io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC on an fd we own returns a new fd we then own.
+    let n = cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) })?;
+    // SAFETY: n is a fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(n) })
+}
+
+/// A pipe whose ends are both numbered >= 10.
+pub fn high_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let (r, w) = pipe()?;
+    Ok((high_fd(r)?, high_fd(w)?))
 }
 
 pub struct Spawned {
@@ -126,6 +143,11 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Spawned, SpawnError> {
                 || libc::dup2(err_fd, 2) < 0
             {
                 report(3);
+            }
+            for &(target, from) in &spec.extra_fds {
+                if libc::dup2(from, target) < 0 {
+                    report(3);
+                }
             }
             let o = libc::open(oom.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
             if o >= 0 {
@@ -278,6 +300,31 @@ pub fn remove_sysv_ipc() {
                     }
                 }
             }
+        }
+    }
+}
+
+/// Starts a thread, retrying for a while when the sandbox's process limit is exhausted (threads
+/// count against it): a fork bomb must not take the agent down with a failed spawn.
+pub fn spawn_thread<F: FnOnce() + Send + 'static>(f: F) -> io::Result<()> {
+    let f = std::sync::Arc::new(std::sync::Mutex::new(Some(f)));
+    let mut delay = std::time::Duration::from_millis(5);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    loop {
+        let slot = f.clone();
+        match std::thread::Builder::new().stack_size(256 * 1024).spawn(move || {
+            let job = slot.lock().ok().and_then(|mut g| g.take());
+            if let Some(job) = job {
+                job();
+            }
+        }) {
+            Ok(_) => return Ok(()),
+            Err(e) if std::time::Instant::now() < deadline => {
+                let _ = e;
+                std::thread::sleep(delay);
+                delay = (delay * 2).min(std::time::Duration::from_millis(200));
+            }
+            Err(e) => return Err(e),
         }
     }
 }

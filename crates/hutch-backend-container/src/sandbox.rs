@@ -396,11 +396,8 @@ impl Backend for ContainerBackend {
                     .filter(|n| is_sandbox_id(n)),
             );
         }
-        for c in self.shared.layout.children(CGROUP_PARENT) {
-            if let Some(n) = c.file_name().and_then(|n| n.to_str()).filter(|n| is_sandbox_id(n)) {
-                ids.insert(n.to_string());
-            }
-        }
+        // Cgroups alone are not evidence: another hutch with another state directory shares
+        // the cgroup parent. Our sandboxes' cgroups go with their bundles (see `reap`).
         ids.into_iter().collect()
     }
 
@@ -639,6 +636,10 @@ impl Sandbox for ContainerSandbox {
     }
 
     fn files(&self) -> Result<&dyn FileOps, SandboxError> {
+        Ok(self.client()?)
+    }
+
+    fn contexts(&self) -> Result<&dyn hutch_core::ContextOps, SandboxError> {
         Ok(self.client()?)
     }
 

@@ -182,6 +182,10 @@ impl Sandbox for ProcessSandbox {
         Ok(self.client()?)
     }
 
+    fn contexts(&self) -> Result<&dyn hutch_core::ContextOps, SandboxError> {
+        Ok(self.client()?)
+    }
+
     async fn reset(&self) -> Result<ResetReport, SandboxError> {
         let dir = self.dir.to_string_lossy().into_owned();
         let (processes_left, entries_left) = self.client()?.reset(vec![dir]).await?;

@@ -7,6 +7,7 @@ mod cold;
 mod http;
 mod pool;
 mod report;
+mod runner;
 mod snapshot;
 pub mod stats;
 
@@ -38,6 +39,8 @@ pub enum Suite {
     Cold(cold::ColdArgs),
     /// The daemon's pool: store operations (vs. the Ash pool) and pool acquire to first exec over the API
     Pool(pool::PoolArgs),
+    /// Code contexts: warm snippets in-process and over the API, cold context creation, fresh exec
+    Runner(runner::RunnerArgs),
 }
 
 pub async fn main(a: BenchArgs) -> anyhow::Result<()> {
@@ -46,5 +49,6 @@ pub async fn main(a: BenchArgs) -> anyhow::Result<()> {
     match &a.suite {
         Suite::Cold(c) => cold::run(c, iterations, warmup, &a.out).await,
         Suite::Pool(p) => pool::run(p, iterations, warmup, &a.out).await,
+        Suite::Runner(r) => runner::run(r, iterations, warmup, &a.out).await,
     }
 }

@@ -2,7 +2,9 @@
 #![forbid(unsafe_code)]
 
 mod backends;
+mod client;
 mod doctor;
+mod remote;
 mod run;
 mod serve;
 
@@ -27,6 +29,9 @@ enum Cmd {
     Serve(serve::ServeArgs),
     /// Run the benchmark suite
     Bench(hutch_bench::BenchArgs),
+    /// Commands on the daemon: create, exec, ls, rm, ttl, cp, spawn, ps, logs, kill, pool, key
+    #[command(flatten)]
+    Remote(remote::RemoteCmd),
 }
 
 /// Exit codes for hutch's own failures (a command's own exit code passes through unchanged).
@@ -58,11 +63,19 @@ fn parse() -> Result<Cli, ExitCode> {
             }
             let text = e.render().to_string();
             let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
-            let first = lines
+            let mut first = lines
                 .next()
                 .unwrap_or("invalid arguments")
                 .trim_start_matches("error: ")
                 .to_string();
+            // "the following required arguments were not provided:" is followed by the names
+            if first.ends_with(':') {
+                let names: Vec<&str> = lines
+                    .by_ref()
+                    .take_while(|l| l.starts_with('<') || l.starts_with('-'))
+                    .collect();
+                first = format!("{} {}", first.trim_end_matches(':'), names.join(", "));
+            }
             let tip = lines
                 .find_map(|l| {
                     l.strip_prefix("tip: ")
@@ -76,7 +89,7 @@ fn parse() -> Result<Cli, ExitCode> {
                 .unwrap_or("hutch [COMMAND]");
             let cmd: Vec<&str> = usage
                 .split_whitespace()
-                .take_while(|w| !w.starts_with('[') && !w.starts_with('<'))
+                .take_while(|w| !w.starts_with('[') && !w.starts_with('<') && !w.starts_with('-'))
                 .collect();
             eprintln!("hutch: {first}{tip}; see '{} --help'", cmd.join(" "));
             Err(ExitCode::from(exit::USAGE))
@@ -107,6 +120,7 @@ fn main() -> ExitCode {
             Cmd::Run(a) => run::run(a).await,
             Cmd::Doctor(a) => doctor::doctor(a).await,
             Cmd::Serve(a) => serve::serve(a).await,
+            Cmd::Remote(c) => remote::main(c).await,
             Cmd::Bench(a) => match hutch_bench::main(a).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {

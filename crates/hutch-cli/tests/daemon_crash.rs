@@ -36,7 +36,7 @@ fn http(sock: &Path, method: &str, path: &str, body: Option<&Value>) -> (u16, Va
                 break;
             }
             out.push_str(&tail[..n]);
-            r = &tail[n..].trim_start_matches("\r\n");
+            r = tail[n..].trim_start_matches("\r\n");
         }
         out
     } else {
@@ -76,6 +76,9 @@ impl Daemon {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+        let mut child = child;
+        let _ = child.kill();
+        let _ = child.wait();
         panic!("daemon did not come up");
     }
 

@@ -632,3 +632,169 @@ pub async fn reset_leaves_nothing_behind(b: &dyn Backend) -> Result<()> {
     .await;
     finish(sandbox, r).await
 }
+
+// ---- code contexts ----------------------------------------------------------------------
+
+async fn run_ctx(sb: &dyn Sandbox, ctx: &str, code: &str) -> Result<hutch_core::RunOutput> {
+    Ok(sb.contexts()?.run_code(ctx, code, Some(20_000), 1 << 20, &mut |_| {}).await?)
+}
+
+/// Python, JavaScript and Bash contexts keep state; values come back by MIME type; errors as
+/// name, value and traceback; the execution count goes up.
+pub async fn contexts_keep_state_and_return_rich_results(b: &dyn Backend) -> Result<()> {
+    let sandbox = started(b, SandboxSpec::default()).await?;
+    let sb: &dyn Sandbox = &*sandbox;
+    let r = async {
+        let c = sb.contexts()?;
+        let py = c.create_context("python", None, Default::default()).await?;
+        ensure!(py.language == "python" && py.pid > 1, "{py:?}");
+        run_ctx(sb, &py.context_id, "import math\nx = 41\ndef f(v):\n    return v + 1").await?;
+        let o = run_ctx(sb, &py.context_id, "print('side'); f(x)").await?;
+        ensure!(o.text() == Some("42") && o.stdout == b"side\n", "{o:?}");
+        let o = run_ctx(
+            sb,
+            &py.context_id,
+            "class H:\n    def _repr_html_(self): return '<b>hi</b>'\nH()",
+        )
+        .await?;
+        ensure!(
+            o.results
+                .iter()
+                .any(|r| r.data.get("text/html").and_then(|v| v.as_str()) == Some("<b>hi</b>")),
+            "{o:?}"
+        );
+        let o = run_ctx(sb, &py.context_id, "1/0").await?;
+        let e = o.error.clone().context("error expected")?;
+        ensure!(e.name == "ZeroDivisionError" && !e.traceback.is_empty(), "{e:?}");
+        let o = run_ctx(sb, &py.context_id, "import os; os.chdir('/tmp'); math.floor(2.5)").await?;
+        ensure!(o.text() == Some("2"), "{o:?}");
+        let o = run_ctx(sb, &py.context_id, "os.getcwd()").await?;
+        ensure!(
+            o.text() == Some("'/tmp'") && o.summary.execution_count == 6,
+            "cwd kept, count {o:?}"
+        );
+
+        let js = c.create_context("javascript", None, Default::default()).await?;
+        run_ctx(sb, &js.context_id, "var a = 20; function twice(v) { return v * 2 }").await?;
+        let o = run_ctx(sb, &js.context_id, "console.log('js'); twice(a) + 2").await?;
+        ensure!(o.text() == Some("42") && o.stdout == b"js\n", "{o:?}");
+        let o = run_ctx(sb, &js.context_id, "await Promise.resolve(7)").await?;
+        ensure!(o.text() == Some("7"), "top-level await: {o:?}");
+        let o = run_ctx(sb, &js.context_id, "null.x").await?;
+        ensure!(o.error.as_ref().is_some_and(|e| e.name == "TypeError"), "{o:?}");
+
+        let sh = c.create_context("bash", None, Default::default()).await?;
+        run_ctx(sb, &sh.context_id, "V=kept; cd /tmp; f() { echo \"fn:$1\"; }").await?;
+        let o = run_ctx(sb, &sh.context_id, "f $V; pwd").await?;
+        ensure!(o.stdout == b"fn:kept\n/tmp\n", "{o:?}");
+        let o = run_ctx(sb, &sh.context_id, "false").await?;
+        ensure!(o.error.is_some() && o.summary.exit_code == Some(1), "{o:?}");
+        let all = c.list_contexts().await?;
+        ensure!(all.len() == 3, "{all:?}");
+        Ok(())
+    }
+    .await;
+    finish(sandbox, r).await
+}
+
+/// State survives 1,000 snippets; two contexts in one sandbox, and two sandboxes, never see
+/// each other's variables.
+pub async fn contexts_persist_and_are_isolated(b: &dyn Backend) -> Result<()> {
+    let s1 = started(b, SandboxSpec::default()).await?;
+    let s2 = match started(b, SandboxSpec::default()).await {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = s1.destroy().await;
+            return Err(e);
+        }
+    };
+    let (a, bb): (&dyn Sandbox, &dyn Sandbox) = (&*s1, &*s2);
+    let r = async {
+        let c1 = a.contexts()?.create_context("python", None, Default::default()).await?;
+        let c2 = a.contexts()?.create_context("python", None, Default::default()).await?;
+        let c3 = bb.contexts()?.create_context("python", None, Default::default()).await?;
+        run_ctx(a, &c1.context_id, "n = 0\nsecret = 'one'").await?;
+        for _ in 0..1000 {
+            run_ctx(a, &c1.context_id, "n += 1").await?;
+        }
+        let o = run_ctx(a, &c1.context_id, "n").await?;
+        ensure!(o.text() == Some("1000") && o.summary.execution_count == 1002, "{o:?}");
+        for (sb, ctx) in [(a, &c2.context_id), (bb, &c3.context_id)] {
+            let o = run_ctx(sb, ctx, "'secret' in globals()").await?;
+            ensure!(o.text() == Some("False"), "another context sees the variable: {o:?}");
+        }
+        Ok(())
+    }
+    .await;
+    let d2 = s2.destroy().await;
+    let out = finish(s1, r).await;
+    d2.context("destroy")?;
+    out
+}
+
+/// Output floods are capped with a marker; os._exit, a segfault and a fork bomb end in a clear
+/// result, the context comes back (fresh) and other contexts keep working; a runaway loop is
+/// interrupted at the timeout with the state kept.
+pub async fn contexts_survive_hostile_snippets(b: &dyn Backend) -> Result<()> {
+    let sandbox = started(b, SandboxSpec::default()).await?;
+    let sb: &dyn Sandbox = &*sandbox;
+    let r = async {
+        let c = sb.contexts()?;
+        let victim = c.create_context("python", None, Default::default()).await?;
+        let bystander = c.create_context("python", None, Default::default()).await?;
+        run_ctx(sb, &bystander.context_id, "kept = 'yes'").await?;
+        run_ctx(sb, &victim.context_id, "state = 1").await?;
+        let o = run_ctx(
+            sb,
+            &victim.context_id,
+            "import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(100): sys.stdout.write(chunk)",
+        )
+        .await?;
+        ensure!(
+            o.summary.stdout_truncated && o.stdout.len() < (1 << 20) + 100,
+            "cap: {} bytes {:?}",
+            o.stdout.len(),
+            o.summary
+        );
+        ensure!(String::from_utf8_lossy(&o.stdout).contains("truncated"), "marker");
+        let o = sb
+            .contexts()?
+            .run_code(&victim.context_id, "while True: pass", Some(1000), 1 << 20, &mut |_| {})
+            .await?;
+        ensure!(
+            o.summary.timed_out && o.summary.restarted.is_none(),
+            "interrupted in place: {o:?}"
+        );
+        ensure!(
+            run_ctx(sb, &victim.context_id, "state").await?.text() == Some("1"),
+            "state kept after the interrupt"
+        );
+        for (code, what) in [
+            ("import os; os._exit(3)", "exited with status 3"),
+            ("import ctypes; ctypes.string_at(0)", "signal 11"),
+            ("import os\nwhile True:\n    try: os.fork()\n    except OSError: pass", ""),
+        ] {
+            let o = sb
+                .contexts()?
+                .run_code(&victim.context_id, code, Some(3000), 1 << 20, &mut |_| {})
+                .await?;
+            let said = format!("{:?} {:?}", o.error, o.summary.restarted);
+            ensure!(
+                o.error.is_some() || o.summary.restarted.is_some() || o.summary.timed_out,
+                "{code}: nothing said: {o:?}"
+            );
+            ensure!(what.is_empty() || said.contains(what), "{code}: {said}");
+            let after = run_ctx(sb, &victim.context_id, "1 + 1").await?;
+            ensure!(after.text() == Some("2"), "{code}: the context did not come back: {after:?}");
+        }
+        ensure!(
+            run_ctx(sb, &bystander.context_id, "kept").await?.text() == Some("'yes'"),
+            "the other context was disturbed"
+        );
+        let r = sh(sb, "echo exec-ok").await?;
+        ensure!(out(&r) == "exec-ok\n", "the sandbox still runs commands");
+        Ok(())
+    }
+    .await;
+    finish(sandbox, r).await
+}

@@ -49,7 +49,7 @@ macro_rules! conformance_suite {
                 output_is_capped_with_marker, timeout_kills_the_tree, memory_bomb_is_oom, fork_bomb_is_contained,
                 network_is_unreachable, root_is_read_only, host_files_are_invisible, files_round_trip_10mib,
                 file_operations, runs_unprivileged_and_confined, command_not_found_is_an_error,
-                concurrent_execs_in_one_sandbox, file_paths_are_confined, reset_leaves_nothing_behind, rootfs_directory_works, sequential_sandboxes_leave_nothing_behind);
+                concurrent_execs_in_one_sandbox, file_paths_are_confined, reset_leaves_nothing_behind, contexts_keep_state_and_return_rich_results, contexts_persist_and_are_isolated, contexts_survive_hostile_snippets, rootfs_directory_works, sequential_sandboxes_leave_nothing_behind);
         }
     };
     (@cases $make:expr; $($case:ident),*) => {

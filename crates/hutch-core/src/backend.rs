@@ -190,6 +190,11 @@ pub trait Sandbox: Send + Sync {
     /// The sandbox's file operations (the agent connection, for agent-based backends).
     fn files(&self) -> Result<&dyn FileOps, SandboxError>;
 
+    /// The sandbox's code contexts (persistent interpreters). Backends without them say so.
+    fn contexts(&self) -> Result<&dyn crate::ContextOps, SandboxError> {
+        Err(SandboxError::Unsupported("code contexts".into()))
+    }
+
     async fn write_file(
         &self,
         path: &str,
@@ -221,7 +226,7 @@ pub trait Sandbox: Send + Sync {
     /// workspace, /tmp and shared-memory directories, no IPC objects. The report says what was
     /// left (a clean sandbox reports zeros); callers must not reuse a sandbox that is not clean.
     async fn reset(&self) -> Result<ResetReport, SandboxError> {
-        Err(SandboxError::runtime("reset", "this backend cannot reset a sandbox"))
+        Err(SandboxError::Unsupported("resetting a sandbox".into()))
     }
 
     /// Forgets the sandbox without destroying it, so that it can be adopted later (daemon

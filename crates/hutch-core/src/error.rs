@@ -18,6 +18,8 @@ pub enum SandboxError {
     AgentGone,
     #[error("the sandbox is not running")]
     NotRunning,
+    #[error("{0} is not supported by this backend")]
+    Unsupported(String),
     #[error("{context}")]
     Io {
         context: String,
@@ -33,6 +35,7 @@ pub enum ErrorKind {
     Unavailable,
     NotFound,
     Runtime,
+    Unsupported,
     Internal,
 }
 
@@ -50,6 +53,7 @@ impl SandboxError {
             SandboxError::InvalidSpec(_) => ErrorKind::InvalidInput,
             SandboxError::Unavailable { .. } => ErrorKind::Unavailable,
             SandboxError::Agent { code: ErrorCode::NotFound, .. } => ErrorKind::NotFound,
+            SandboxError::Agent { code: ErrorCode::Unsupported, .. } => ErrorKind::Unsupported,
             SandboxError::Agent {
                 code: ErrorCode::InvalidRequest | ErrorCode::AlreadyExists,
                 ..
@@ -58,6 +62,7 @@ impl SandboxError {
             | SandboxError::Runtime { .. }
             | SandboxError::AgentNotReady(_) => ErrorKind::Runtime,
             SandboxError::AgentGone | SandboxError::NotRunning => ErrorKind::Runtime,
+            SandboxError::Unsupported(_) => ErrorKind::Unsupported,
             SandboxError::Io { .. } => ErrorKind::Internal,
         }
     }

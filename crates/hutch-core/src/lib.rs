@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod backend;
+pub mod context;
 pub mod error;
 pub mod exec;
 pub mod spec;
@@ -15,6 +16,9 @@ pub mod timing;
 pub mod units;
 
 pub use backend::{Availability, Backend, FileOps, Process, ProcessControl, ResetReport, Sandbox};
+pub use context::{
+    CodeError, ContextInfo, ContextOps, RichResult, RunEvent, RunOutput, RunSummary,
+};
 pub use error::{ErrorKind, SandboxError};
 pub use exec::{
     Discard, ExecCommand, ExecOutcome, ExecRequest, ExecResult, ExecStatus, OutputEvent,

@@ -249,10 +249,15 @@ impl SandboxSpec {
                 self.workdir
             )));
         }
-        for k in self.env.keys() {
+        for (k, v) in &self.env {
             if k.is_empty() || k.contains('=') || k.contains('\0') {
                 return Err(crate::SandboxError::InvalidSpec(format!(
                     "invalid environment variable name {k:?}"
+                )));
+            }
+            if v.contains('\0') {
+                return Err(crate::SandboxError::InvalidSpec(format!(
+                    "environment variable {k} contains a NUL byte"
                 )));
             }
         }

@@ -141,10 +141,68 @@ pub enum ErrorCode {
     SpawnFailed,
     NoSuchProcess,
     Unsupported,
+    /// The sandbox's disk (workspace, /tmp) is full.
+    NoSpace,
     Io,
     /// A code this side does not know (from a newer peer).
     #[serde(other)]
     Unknown,
+}
+
+/// A code context: a persistent interpreter (runner) inside the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextInfo {
+    pub context_id: String,
+    /// `python`, `javascript` or `bash`.
+    pub language: String,
+    /// The runner's pid inside the sandbox.
+    pub pid: u32,
+    /// Interpreter version.
+    #[serde(default)]
+    pub version: String,
+    /// Snippets run so far.
+    #[serde(default)]
+    pub execution_count: u64,
+    #[serde(default)]
+    pub busy: bool,
+    #[serde(default)]
+    pub cwd: String,
+    /// Microseconds from starting the interpreter to its ready signal (the cold part of
+    /// creating the context).
+    #[serde(default)]
+    pub startup_us: u64,
+}
+
+/// An error raised by a snippet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CodeError {
+    pub name: String,
+    pub value: String,
+    #[serde(default)]
+    pub traceback: Vec<String>,
+}
+
+/// How a snippet run ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub execution_count: u64,
+    /// The wall-clock limit passed; the run was interrupted (and the context restarted if it
+    /// did not stop).
+    #[serde(default)]
+    pub timed_out: bool,
+    /// Set when the context had to be restarted (it died, or did not stop at its deadline): the
+    /// reason, for people. Its state is gone.
+    #[serde(default)]
+    pub restarted: Option<String>,
+    #[serde(default)]
+    pub stdout_truncated: bool,
+    #[serde(default)]
+    pub stderr_truncated: bool,
+    /// Bash: the snippet's exit status.
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    #[serde(default)]
+    pub duration_us: u64,
 }
 
 /// Host -> agent.
@@ -255,6 +313,43 @@ pub enum Request {
         #[serde(default)]
         wipe: Vec<String>,
     },
+    /// Start a code context (`language`: python, javascript or bash).
+    ContextCreate {
+        id: u64,
+        language: String,
+        #[serde(default)]
+        cwd: Option<String>,
+        #[serde(default)]
+        env: BTreeMap<String, String>,
+    },
+    /// Run the body (UTF-8 code) in a context. Answered by `stdout`/`stderr` chunks,
+    /// `context_result`s, at most one `context_error`, then `context_done`.
+    ContextRun {
+        id: u64,
+        context_id: String,
+        #[serde(default)]
+        timeout_ms: Option<u64>,
+        #[serde(default = "default_output_limit")]
+        output_limit: u64,
+    },
+    /// Interrupt the snippet running in a context (the context keeps its state where the
+    /// language allows).
+    ContextInterrupt {
+        id: u64,
+        context_id: String,
+    },
+    /// Replace the context's interpreter with a fresh one (state is lost).
+    ContextRestart {
+        id: u64,
+        context_id: String,
+    },
+    ContextDelete {
+        id: u64,
+        context_id: String,
+    },
+    ContextList {
+        id: u64,
+    },
     /// Kill every process and exit: the sandbox stops.
     Shutdown {
         id: u64,
@@ -278,6 +373,12 @@ impl Request {
             | Request::MakeDir { id, .. }
             | Request::Rename { id, .. }
             | Request::Reset { id, .. }
+            | Request::ContextCreate { id, .. }
+            | Request::ContextRun { id, .. }
+            | Request::ContextInterrupt { id, .. }
+            | Request::ContextRestart { id, .. }
+            | Request::ContextDelete { id, .. }
+            | Request::ContextList { id }
             | Request::Shutdown { id } => *id,
         }
     }
@@ -336,6 +437,29 @@ pub enum Response {
         id: u64,
         stat: FileStat,
     },
+    /// A context was created (or restarted).
+    ContextCreated {
+        id: u64,
+        context: ContextInfo,
+    },
+    /// A rich output of a run: MIME type -> data (`main`: the value of the last expression).
+    ContextResult {
+        id: u64,
+        main: bool,
+        data: BTreeMap<String, serde_json::Value>,
+    },
+    ContextError {
+        id: u64,
+        error: CodeError,
+    },
+    ContextDone {
+        id: u64,
+        summary: RunSummary,
+    },
+    Contexts {
+        id: u64,
+        contexts: Vec<ContextInfo>,
+    },
     ResetOk {
         id: u64,
         /// Processes other than the agent still present.
@@ -364,6 +488,11 @@ impl Response {
             | Response::Entries { id, .. }
             | Response::StatOk { id, .. }
             | Response::ResetOk { id, .. }
+            | Response::ContextCreated { id, .. }
+            | Response::ContextResult { id, .. }
+            | Response::ContextError { id, .. }
+            | Response::ContextDone { id, .. }
+            | Response::Contexts { id, .. }
             | Response::Error { id, .. } => *id,
         }
     }

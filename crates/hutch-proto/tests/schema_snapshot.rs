@@ -20,6 +20,19 @@ fn status() -> ExecStatus {
     }
 }
 
+fn context_info() -> ContextInfo {
+    ContextInfo {
+        context_id: "ctx-1".into(),
+        language: "python".into(),
+        pid: 9,
+        version: "3.11.2".into(),
+        execution_count: 3,
+        busy: false,
+        cwd: "/workspace".into(),
+        startup_us: 21_000,
+    }
+}
+
 fn requests() -> Vec<Request> {
     let exec = ExecRequest {
         command: ExecCommand::Argv(vec!["echo".into(), "hello".into()]),
@@ -62,6 +75,22 @@ fn requests() -> Vec<Request> {
             within: vec![],
         },
         Request::Reset { id: 14, wipe: vec!["/workspace".into(), "/tmp".into()] },
+        Request::ContextCreate {
+            id: 15,
+            language: "python".into(),
+            cwd: Some("/workspace".into()),
+            env: BTreeMap::from([("K".to_string(), "V".to_string())]),
+        },
+        Request::ContextRun {
+            id: 16,
+            context_id: "ctx-1".into(),
+            timeout_ms: Some(30_000),
+            output_limit: 1 << 20,
+        },
+        Request::ContextInterrupt { id: 17, context_id: "ctx-1".into() },
+        Request::ContextRestart { id: 18, context_id: "ctx-1".into() },
+        Request::ContextDelete { id: 19, context_id: "ctx-1".into() },
+        Request::ContextList { id: 20 },
         Request::Shutdown { id: 13 },
     ];
     // Exhaustiveness: a new variant must be added above (this match stops compiling otherwise).
@@ -81,6 +110,12 @@ fn requests() -> Vec<Request> {
             | Request::MakeDir { .. }
             | Request::Rename { .. }
             | Request::Reset { .. }
+            | Request::ContextCreate { .. }
+            | Request::ContextRun { .. }
+            | Request::ContextInterrupt { .. }
+            | Request::ContextRestart { .. }
+            | Request::ContextDelete { .. }
+            | Request::ContextList { .. }
             | Request::Shutdown { .. } => {}
         }
     }
@@ -119,6 +154,33 @@ fn responses() -> Vec<Response> {
             },
         },
         Response::ResetOk { id: 14, processes_left: 0, entries_left: 0 },
+        Response::ContextCreated { id: 15, context: context_info() },
+        Response::ContextResult {
+            id: 16,
+            main: true,
+            data: BTreeMap::from([("text/plain".to_string(), serde_json::json!("2"))]),
+        },
+        Response::ContextError {
+            id: 16,
+            error: CodeError {
+                name: "ZeroDivisionError".into(),
+                value: "division by zero".into(),
+                traceback: vec!["line 1".into()],
+            },
+        },
+        Response::ContextDone {
+            id: 16,
+            summary: RunSummary {
+                execution_count: 3,
+                timed_out: false,
+                restarted: None,
+                stdout_truncated: false,
+                stderr_truncated: false,
+                exit_code: None,
+                duration_us: 150,
+            },
+        },
+        Response::Contexts { id: 20, contexts: vec![context_info()] },
         Response::Error {
             id: 10,
             code: ErrorCode::NotFound,
@@ -138,6 +200,11 @@ fn responses() -> Vec<Response> {
             | Response::Entries { .. }
             | Response::StatOk { .. }
             | Response::ResetOk { .. }
+            | Response::ContextCreated { .. }
+            | Response::ContextResult { .. }
+            | Response::ContextError { .. }
+            | Response::ContextDone { .. }
+            | Response::Contexts { .. }
             | Response::Error { .. } => {}
         }
     }

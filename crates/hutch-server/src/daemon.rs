@@ -60,6 +60,14 @@ pub struct Daemon {
     host: HostCapacity,
 }
 
+/// Why a backend cannot run here, and the fix, without repeating the backend's name.
+fn unavailable_reason(e: hutch_core::SandboxError) -> String {
+    match e {
+        hutch_core::SandboxError::Unavailable { reason, fix, .. } => format!("{reason}; {fix}"),
+        other => other.to_string(),
+    }
+}
+
 fn store_err(e: StoreError) -> ApiError {
     ApiError::from(e)
 }
@@ -99,7 +107,7 @@ impl Daemon {
                 }
                 Err(e) => {
                     tracing::warn!(backend = kind.name(), error = %e, "backend unavailable");
-                    unavailable.insert(format!("container:{}", kind.name()), e.to_string());
+                    unavailable.insert(format!("container:{}", kind.name()), unavailable_reason(e));
                 }
             }
         }
@@ -108,7 +116,7 @@ impl Daemon {
                 backends.insert("process".into(), Arc::new(b));
             }
             Err(e) => {
-                unavailable.insert("process".into(), e.to_string());
+                unavailable.insert("process".into(), unavailable_reason(e));
             }
         }
         let d = Arc::new(Self {
@@ -466,6 +474,7 @@ impl Daemon {
         metadata: BTreeMap<String, String>,
         expires_at: Option<i64>,
         target: SandboxState,
+        contexts: &[String],
     ) -> Result<(SandboxRow, serde_json::Value), ApiError> {
         let t = Instant::now();
         let Some(backend) = self.backends.get(key).cloned() else {
@@ -502,7 +511,15 @@ impl Daemon {
                 return Err(store_err(e));
             }
         }
-        if let Err(e) = sb.start().await {
+        let started = async {
+            sb.start().await?;
+            for lang in contexts {
+                sb.contexts()?.create_context(lang, None, BTreeMap::new()).await?;
+            }
+            Ok::<_, hutch_core::SandboxError>(())
+        }
+        .await;
+        if let Err(e) = started {
             let _ = self.store.mark_stopped(&id, "failed to start", now_ms());
             let _ = sb.destroy().await;
             return Err(ApiError::from_sandbox(e, "starting the sandbox"));
@@ -548,7 +565,7 @@ impl Daemon {
                 )));
             }
         }
-        for (k, _) in &req.metadata {
+        for k in req.metadata.keys() {
             if k.is_empty() || k.len() > 128 || k.contains(',') || k.contains(':') {
                 return Err(ApiError::bad_request(format!(
                     "metadata key {k:?}: 1-128 characters, no ',' or ':'"
@@ -572,7 +589,11 @@ impl Daemon {
                     self.audit(caller, "create", Some(&id), json!({"pool": p, "warm": true}));
                     let row =
                         self.store.get(&id).map_err(store_err)?.ok_or_else(ApiError::internal)?;
-                    return Ok(SandboxView::from_row(row));
+                    let mut view = SandboxView::from_row(row);
+                    if !rt.config.template.contexts.is_empty() {
+                        view.contexts = self.contexts_of(&id).await;
+                    }
+                    return Ok(view);
                 }
                 metrics::global().pool_miss(p);
                 rt.wake.notify_one();
@@ -593,6 +614,7 @@ impl Daemon {
                 req.metadata.clone(),
                 expires_at,
                 SandboxState::Waiting,
+                &shape.contexts,
             )
             .await?;
         metrics::global().acquire_seconds.observe(t.elapsed());
@@ -602,8 +624,12 @@ impl Daemon {
             Some(&row.id),
             json!({"backend": key, "pool": pool, "warm": false}),
         );
+        let id = row.id.clone();
         let mut view = SandboxView::from_row(row);
         view.timings = Some(timings);
+        if !shape.contexts.is_empty() {
+            view.contexts = self.contexts_of(&id).await;
+        }
         Ok(view)
     }
 
@@ -638,6 +664,12 @@ impl Daemon {
         self.audit(caller, "set_ttl", Some(id), json!({"ttl_seconds": ttl}));
         let row = self.store.get(id).map_err(store_err)?.ok_or_else(ApiError::internal)?;
         Ok(SandboxView::from_row(row))
+    }
+
+    async fn contexts_of(&self, id: &str) -> Option<Vec<hutch_core::ContextInfo>> {
+        let live = self.live_get(id)?;
+        let guard = live.sandbox.read().await;
+        guard.as_ref()?.contexts().ok()?.list_contexts().await.ok()
     }
 
     // ---- deleting --------------------------------------------------------------------------
@@ -838,6 +870,7 @@ impl Daemon {
                 BTreeMap::new(),
                 None,
                 SandboxState::Warm,
+                &rt.config.template.contexts,
             )
             .await
         {

@@ -71,6 +71,11 @@ impl ApiError {
                 AgentErrorCode::InvalidRequest | AgentErrorCode::Unsupported => {
                     Self::bad_request(message.clone())
                 }
+                AgentErrorCode::NoSpace => Self::new(
+                    StatusCode::INSUFFICIENT_STORAGE,
+                    "insufficient_storage",
+                    format!("{message} (the sandbox's workspace is full)"),
+                ),
                 AgentErrorCode::NoSuchProcess => {
                     Self::new(StatusCode::NOT_FOUND, "no_such_process", message.clone())
                 }
@@ -79,6 +84,11 @@ impl ApiError {
                     Self::new(StatusCode::BAD_GATEWAY, "sandbox_error", message.clone())
                 }
             },
+            SandboxError::Unsupported(what) => Self::new(
+                StatusCode::NOT_IMPLEMENTED,
+                "not_supported",
+                format!("{what} is not supported by this sandbox's backend"),
+            ),
             SandboxError::AgentGone | SandboxError::NotRunning => Self::new(
                 StatusCode::CONFLICT,
                 "sandbox_stopped",
@@ -116,6 +126,13 @@ impl From<StoreError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         crate::metrics::global().error(self.code);
-        (self.status, axum::Json(self)).into_response()
+        let retry =
+            matches!(self.status, StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE);
+        let mut resp = (self.status, axum::Json(self)).into_response();
+        if retry {
+            resp.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
+        }
+        resp
     }
 }

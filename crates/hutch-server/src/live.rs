@@ -43,8 +43,9 @@ pub struct ProcessInfo {
     pub command: serde_json::Value,
     pub started_at: i64,
     pub running: bool,
+    /// How it ended (as exec results report it), once it has.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<ExecStatus>,
+    pub status: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// Output bytes dropped from the log because it was full (per stream).
@@ -60,7 +61,7 @@ impl BgProcess {
             command: self.command.clone(),
             started_at: self.started_at,
             running: st.exit.is_none() && st.error.is_none(),
-            status: st.exit.clone(),
+            status: st.exit.as_ref().map(crate::api::types::status_json),
             error: st.error.clone(),
             stdout_dropped: st.dropped[0],
             stderr_dropped: st.dropped[1],

@@ -5,18 +5,18 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use futures_util::Stream;
-use hutch_core::{ExecRequest, ExecResult, ExecStatus, OutputEvent, Process, StdinMode};
+use hutch_core::{ExecRequest, ExecResult, OutputEvent, Process, StdinMode};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::types::{text_and_b64, ExecBody, ExecResultView};
-use super::ApiJson;
+use super::{ApiJson, ApiPath};
 use crate::daemon::{Caller, Daemon};
 use crate::error::ApiError;
 use crate::live::LiveSandbox;
@@ -34,19 +34,7 @@ pub async fn spawn_on(
     sb.spawn(req, stdin).await.map_err(|e| ApiError::from_sandbox(e, "running the command"))
 }
 
-pub fn status_json(s: &ExecStatus) -> Value {
-    json!({
-        "exit_code": s.exit_code,
-        "signal": s.signal,
-        "timed_out": s.timed_out,
-        "oom_killed": s.oom_killed,
-        "stdout_truncated": s.stdout_truncated,
-        "stderr_truncated": s.stderr_truncated,
-        "stdout_bytes": s.stdout_bytes,
-        "stderr_bytes": s.stderr_bytes,
-        "duration_ms": s.duration_us as f64 / 1000.0,
-    })
-}
+pub use super::types::status_json;
 
 pub fn chunk_json(data: &[u8]) -> Value {
     let (text, b64) = text_and_b64(data);
@@ -59,7 +47,7 @@ pub fn chunk_json(data: &[u8]) -> Value {
 pub async fn exec(
     State(d): State<Arc<Daemon>>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<ExecBody>,
 ) -> Result<Json<ExecResultView>, ApiError> {
     let t = Instant::now();
@@ -104,7 +92,7 @@ fn sse(kind: &str, v: Value) -> Result<Event, Infallible> {
 pub async fn exec_stream(
     State(d): State<Arc<Daemon>>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<ExecBody>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let (req, stdin) = body.to_request().map_err(ApiError::bad_request)?;
@@ -154,12 +142,22 @@ pub async fn exec_stream(
 pub async fn exec_ws(
     State(d): State<Arc<Daemon>>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
-    ws: WebSocketUpgrade,
+    ApiPath(id): ApiPath<String>,
+    ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Response {
     let live = match d.live_for(&id, &caller) {
         Ok(l) => l,
         Err(e) => return e.into_response(),
+    };
+    let ws = match ws {
+        Ok(ws) => ws,
+        Err(e) => {
+            return ApiError::bad_request(format!(
+                "this endpoint needs a WebSocket upgrade: {}",
+                e.body_text()
+            ))
+            .into_response()
+        }
     };
     ws.on_upgrade(move |socket| ws_session(socket, d, caller, live)).into_response()
 }

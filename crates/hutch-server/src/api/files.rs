@@ -2,8 +2,7 @@
 //! resolves symlinks and refuses anything that leads out); transfers are binary-safe.
 use std::sync::Arc;
 
-use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::{Extension, Json};
@@ -11,7 +10,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::types::{MkdirBody, MoveBody, PathQuery};
-use super::{ApiJson, ApiQuery};
+use super::{ApiBytes, ApiJson, ApiPath, ApiQuery};
 use crate::daemon::{Caller, Daemon};
 use crate::error::ApiError;
 use crate::live::LiveSandbox;
@@ -59,9 +58,9 @@ pub struct UploadQuery {
 pub async fn upload(
     State(d): State<Arc<Daemon>>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<UploadQuery>,
-    body: Bytes,
+    ApiBytes(body): ApiBytes,
 ) -> Result<Json<Value>, ApiError> {
     check_path(&q.path)?;
     let mode = match &q.mode {
@@ -85,7 +84,7 @@ pub async fn upload(
 pub async fn download(
     State(d): State<Arc<Daemon>>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<PathQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
     check_path(&q.path)?;
@@ -108,7 +107,7 @@ pub async fn download(
 pub async fn remove(
     State(d): State<Arc<Daemon>>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<PathQuery>,
 ) -> Result<StatusCode, ApiError> {
     check_path(&q.path)?;
@@ -121,7 +120,7 @@ pub async fn remove(
 pub async fn list(
     State(d): State<Arc<Daemon>>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<PathQuery>,
 ) -> Result<Json<Value>, ApiError> {
     check_path(&q.path)?;
@@ -134,7 +133,7 @@ pub async fn list(
 pub async fn stat(
     State(d): State<Arc<Daemon>>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<PathQuery>,
 ) -> Result<Json<Value>, ApiError> {
     check_path(&q.path)?;
@@ -146,7 +145,7 @@ pub async fn stat(
 pub async fn mkdir(
     State(d): State<Arc<Daemon>>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(b): ApiJson<MkdirBody>,
 ) -> Result<StatusCode, ApiError> {
     check_path(&b.path)?;
@@ -162,7 +161,7 @@ pub async fn mkdir(
 pub async fn rename(
     State(d): State<Arc<Daemon>>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(b): ApiJson<MoveBody>,
 ) -> Result<StatusCode, ApiError> {
     check_path(&b.from)?;

@@ -1,5 +1,6 @@
 //! The HTTP API: `router(daemon)` builds it; every handler returns JSON or an [`ApiError`].
 //! The contract is `spec/openapi.yaml`; `tests/contract.rs` checks the two agree.
+mod contexts;
 mod exec;
 mod files;
 mod pools;
@@ -59,6 +60,12 @@ pub fn router(daemon: Arc<Daemon>, trusted: Trusted) -> Router {
         .route("/v1/sandboxes/{id}/files/stat", get(files::stat))
         .route("/v1/sandboxes/{id}/files/mkdir", post(files::mkdir))
         .route("/v1/sandboxes/{id}/files/move", post(files::rename))
+        .route("/v1/sandboxes/{id}/contexts", post(contexts::create).get(contexts::list))
+        .route("/v1/sandboxes/{id}/contexts/{cid}", axum::routing::delete(contexts::delete))
+        .route("/v1/sandboxes/{id}/contexts/{cid}/restart", post(contexts::restart))
+        .route("/v1/sandboxes/{id}/contexts/{cid}/interrupt", post(contexts::interrupt))
+        .route("/v1/sandboxes/{id}/contexts/{cid}/run", post(contexts::run))
+        .route("/v1/sandboxes/{id}/contexts/{cid}/run/stream", post(contexts::run_stream))
         .route("/v1/pools", post(pools::create).get(pools::list))
         .route("/v1/pools/{name}", get(pools::get).delete(pools::delete))
         .route("/v1/keys", post(system::create_key).get(system::list_keys))
@@ -186,6 +193,41 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
         match axum::extract::Query::<T>::from_request_parts(parts, state).await {
             Ok(axum::extract::Query(v)) => Ok(ApiQuery(v)),
             Err(e) => Err(ApiError::bad_request(format!("invalid query: {}", e.body_text()))),
+        }
+    }
+}
+
+/// `Path` whose rejections are [`ApiError`]s.
+pub struct ApiPath<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(v)) => Ok(ApiPath(v)),
+            Err(e) => {
+                Err(ApiError::bad_request(format!("invalid path parameter: {}", e.body_text())))
+            }
+        }
+    }
+}
+
+/// A raw body whose rejections (too large) are [`ApiError`]s.
+pub struct ApiBytes(pub axum::body::Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for ApiBytes {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::body::Bytes::from_request(req, state).await {
+            Ok(b) => Ok(ApiBytes(b)),
+            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                "request body too large for this endpoint",
+            )),
+            Err(e) => Err(ApiError::bad_request(e.body_text())),
         }
     }
 }

@@ -1,13 +1,13 @@
 //! Warm pools.
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::{Extension, Json};
 use serde_json::{json, Value};
 
-use super::ApiJson;
+use super::{ApiJson, ApiPath};
 use crate::daemon::{Caller, Daemon};
 use crate::error::ApiError;
 use crate::pool::{PoolConfig, PoolStatus};
@@ -26,7 +26,7 @@ pub async fn list(State(d): State<Arc<Daemon>>) -> Result<Json<Value>, ApiError>
 
 pub async fn get(
     State(d): State<Arc<Daemon>>,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
 ) -> Result<Json<PoolStatus>, ApiError> {
     Ok(Json(d.pool_status(&name)?))
 }
@@ -34,7 +34,7 @@ pub async fn get(
 pub async fn delete(
     State(d): State<Arc<Daemon>>,
     Extension(caller): Extension<Caller>,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
     d.delete_pool(&name, &caller).await?;
     Ok(StatusCode::NO_CONTENT)

@@ -3,8 +3,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::IntoResponse;
@@ -17,7 +16,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::exec::{chunk_json, spawn_on, status_json};
 use super::types::{ExecBody, SignalBody};
-use super::ApiJson;
+use super::{ApiBytes, ApiJson, ApiPath};
 use crate::daemon::{Caller, Daemon};
 use crate::error::ApiError;
 use crate::live::{BgProcess, LiveSandbox, ProcEvent};
@@ -38,7 +37,7 @@ fn find(
 pub async fn start(
     State(d): State<Arc<Daemon>>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<ExecBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     let (mut req, stdin) = body.to_request().map_err(ApiError::bad_request)?;
@@ -67,7 +66,7 @@ pub async fn start(
 pub async fn list(
     State(d): State<Arc<Daemon>>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<Value>, ApiError> {
     let live = d.live_for(&id, &caller)?;
     let procs: Vec<_> = live.processes().iter().map(|p| p.info()).collect();
@@ -77,7 +76,7 @@ pub async fn list(
 pub async fn get(
     State(d): State<Arc<Daemon>>,
     Extension(caller): Extension<Caller>,
-    Path((id, pid)): Path<(String, u32)>,
+    ApiPath((id, pid)): ApiPath<(String, u32)>,
 ) -> Result<Json<Value>, ApiError> {
     let (_, p) = find(&d, &caller, &id, pid)?;
     Ok(Json(serde_json::to_value(p.info()).unwrap_or_default()))
@@ -86,7 +85,7 @@ pub async fn get(
 pub async fn signal(
     State(d): State<Arc<Daemon>>,
     Extension(caller): Extension<Caller>,
-    Path((id, pid)): Path<(String, u32)>,
+    ApiPath((id, pid)): ApiPath<(String, u32)>,
     ApiJson(b): ApiJson<SignalBody>,
 ) -> Result<StatusCode, ApiError> {
     if !(1..=64).contains(&b.signal) {
@@ -109,8 +108,8 @@ pub async fn signal(
 pub async fn stdin(
     State(d): State<Arc<Daemon>>,
     Extension(caller): Extension<Caller>,
-    Path((id, pid)): Path<(String, u32)>,
-    body: Bytes,
+    ApiPath((id, pid)): ApiPath<(String, u32)>,
+    ApiBytes(body): ApiBytes,
 ) -> Result<StatusCode, ApiError> {
     let (_, p) = find(&d, &caller, &id, pid)?;
     p.control.write_stdin(&body).await.map_err(|e| ApiError::from_sandbox(e, "writing stdin"))?;
@@ -120,7 +119,7 @@ pub async fn stdin(
 pub async fn close_stdin(
     State(d): State<Arc<Daemon>>,
     Extension(caller): Extension<Caller>,
-    Path((id, pid)): Path<(String, u32)>,
+    ApiPath((id, pid)): ApiPath<(String, u32)>,
 ) -> Result<StatusCode, ApiError> {
     let (_, p) = find(&d, &caller, &id, pid)?;
     p.control.close_stdin().await.map_err(|e| ApiError::from_sandbox(e, "closing stdin"))?;
@@ -131,7 +130,7 @@ pub async fn close_stdin(
 pub async fn logs(
     State(d): State<Arc<Daemon>>,
     Extension(caller): Extension<Caller>,
-    Path((id, pid)): Path<(String, u32)>,
+    ApiPath((id, pid)): ApiPath<(String, u32)>,
 ) -> Result<Json<Value>, ApiError> {
     let (_, p) = find(&d, &caller, &id, pid)?;
     let (events, _, _) = p.snapshot_and_subscribe();
@@ -169,7 +168,7 @@ fn to_event(e: &ProcEvent) -> Event {
 pub async fn attach(
     State(d): State<Arc<Daemon>>,
     Extension(caller): Extension<Caller>,
-    Path((id, pid)): Path<(String, u32)>,
+    ApiPath((id, pid)): ApiPath<(String, u32)>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let (_, p) = find(&d, &caller, &id, pid)?;
     let (backlog, mut rx, done) = p.snapshot_and_subscribe();

@@ -1,7 +1,7 @@
 //! Sandboxes: create, get, list, delete, extend TTL.
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::{Extension, Json};
@@ -9,7 +9,7 @@ use hutch_store::{ListFilter, SandboxState};
 use serde_json::{json, Value};
 
 use super::types::{CreateSandbox, ListQuery, SandboxView, SetTtl};
-use super::{ApiJson, ApiQuery};
+use super::{ApiJson, ApiPath, ApiQuery};
 use crate::daemon::{Caller, Daemon};
 use crate::error::ApiError;
 
@@ -25,7 +25,7 @@ pub async fn create(
 pub async fn get(
     State(d): State<Arc<Daemon>>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<SandboxView>, ApiError> {
     Ok(Json(SandboxView::from_row(d.row_for(&id, &caller)?)))
 }
@@ -63,7 +63,7 @@ pub async fn list(
 pub async fn delete(
     State(d): State<Arc<Daemon>>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
     d.delete(&id, &caller).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -72,7 +72,7 @@ pub async fn delete(
 pub async fn set_ttl(
     State(d): State<Arc<Daemon>>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(b): ApiJson<SetTtl>,
 ) -> Result<Json<SandboxView>, ApiError> {
     Ok(Json(d.set_ttl(&id, b.ttl_seconds, &caller)?))

@@ -2,14 +2,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::{Extension, Json};
 use serde_json::{json, Value};
 
 use super::types::{CreateKey, LimitQuery};
-use super::{ApiJson, ApiQuery};
+use super::{ApiJson, ApiPath, ApiQuery};
 use crate::daemon::{Caller, Daemon};
 use crate::error::ApiError;
 
@@ -72,7 +72,7 @@ pub async fn list_keys(
 pub async fn revoke_key(
     State(d): State<Arc<Daemon>>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
     admin(&caller)?;
     if !d.store.revoke_key(&id, hutch_store::now_ms())? {

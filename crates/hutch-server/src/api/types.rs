@@ -28,6 +28,10 @@ pub struct SandboxShape {
     pub limits: Option<LimitsBody>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// Code contexts to start with the sandbox (`python`, `javascript`, `bash`), so the first
+    /// snippet is warm too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub contexts: Vec<String>,
 }
 
 /// Limits; any field left out keeps hutch's secure default.
@@ -77,6 +81,9 @@ pub struct CreateSandbox {
     pub limits: Option<LimitsBody>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Code contexts to start with the sandbox (`python`, `javascript`, `bash`).
+    #[serde(default)]
+    pub contexts: Vec<String>,
     /// Labels to filter by in listings.
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
@@ -97,6 +104,7 @@ impl CreateSandbox {
             rootfs: self.rootfs.clone(),
             limits: self.limits.clone(),
             env: self.env.clone(),
+            contexts: self.contexts.clone(),
         }
     }
 }
@@ -127,6 +135,9 @@ pub struct SandboxView {
     /// Lifecycle phase timings in milliseconds, when this daemon started the sandbox.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timings: Option<serde_json::Value>,
+    /// Code contexts running in it (on create).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contexts: Option<Vec<hutch_core::ContextInfo>>,
 }
 
 impl SandboxView {
@@ -144,6 +155,7 @@ impl SandboxView {
             stopped_at: r.stopped_at,
             stop_reason: r.stop_reason,
             timings: None,
+            contexts: None,
         }
     }
 }
@@ -329,4 +341,19 @@ pub struct ListQuery {
 pub struct LimitQuery {
     #[serde(default)]
     pub limit: Option<usize>,
+}
+
+/// How a command ended, as every endpoint reports it (durations in milliseconds).
+pub fn status_json(s: &hutch_core::ExecStatus) -> serde_json::Value {
+    serde_json::json!({
+        "exit_code": s.exit_code,
+        "signal": s.signal,
+        "timed_out": s.timed_out,
+        "oom_killed": s.oom_killed,
+        "stdout_truncated": s.stdout_truncated,
+        "stderr_truncated": s.stderr_truncated,
+        "stdout_bytes": s.stdout_bytes,
+        "stderr_bytes": s.stderr_bytes,
+        "duration_ms": s.duration_us as f64 / 1000.0,
+    })
 }
