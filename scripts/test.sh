@@ -26,7 +26,7 @@ cargo test --quiet -p hutch-conformance -p hutch-server -p hutch-cli -- --includ
 
 echo "== benchmark smoke run" >&2
 cargo build --quiet -p hutch-cli
-for suite in cold pool; do
+for suite in cold pool runner; do
   "$target/debug/hutch" bench --smoke --out "$target/bench-smoke" "$suite"
 done
 # one closing line over every cargo test run above

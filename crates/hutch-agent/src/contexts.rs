@@ -28,6 +28,16 @@ const INTERRUPT_GRACE: Duration = Duration::from_secs(2);
 
 type Failure = (ErrorCode, String);
 
+/// One snippet for a context's worker thread.
+struct Job {
+    rid: u64,
+    code: Vec<u8>,
+    timeout: Option<Duration>,
+    limit: u64,
+    writer: Writer,
+    base_env: BTreeMap<String, String>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Lang {
     Python,
@@ -107,6 +117,8 @@ pub struct Context {
     busy: AtomicBool,
     seq: AtomicU64,
     startup_us: AtomicU64,
+    /// Feeds the context's worker thread; dropping it ends the worker.
+    jobs: Mutex<Option<std::sync::mpsc::Sender<Job>>>,
 }
 
 #[derive(Default)]
@@ -327,6 +339,7 @@ impl Contexts {
             busy: AtomicBool::new(false),
             seq: AtomicU64::new(0),
             startup_us: AtomicU64::new(0),
+            jobs: Mutex::new(None),
         });
         let runner = ctx.start(base_env)?;
         *ctx.runner.lock().unwrap_or_else(|p| p.into_inner()) = Some(runner);
@@ -384,6 +397,7 @@ impl Contexts {
             .unwrap_or_else(|p| p.into_inner())
             .remove(id)
             .ok_or_else(|| (ErrorCode::NotFound, format!("no context {id}")))?;
+        *ctx.jobs.lock().unwrap_or_else(|p| p.into_inner()) = None;
         let pid = ctx.pid.load(Ordering::SeqCst);
         if pid > 0 {
             kill_session(pid);
@@ -394,6 +408,7 @@ impl Contexts {
     /// Kills every runner (reset, shutdown).
     pub fn clear(&self) {
         for (_, ctx) in self.map.lock().unwrap_or_else(|p| p.into_inner()).drain() {
+            *ctx.jobs.lock().unwrap_or_else(|p| p.into_inner()) = None;
             let pid = ctx.pid.load(Ordering::SeqCst);
             if pid > 0 {
                 kill_session(pid);
@@ -420,19 +435,38 @@ impl Contexts {
                 format!("context {id} is busy running another snippet"),
             ));
         }
-        let c = ctx.clone();
-        sys::spawn_thread(move || {
-            let summary = run_one(&c, rid, &code, timeout, limit, &writer, &base_env);
-            c.busy.store(false, Ordering::SeqCst);
-            writer.send(&Response::ContextDone { id: rid, summary }, &[]);
-        })
-        .map_err(|e| {
-            ctx.busy.store(false, Ordering::SeqCst);
-            (
-                ErrorCode::SpawnFailed,
-                format!("cannot start the run: {e} (the sandbox's process limit is exhausted)"),
-            )
-        })
+        let job = Job { rid, code, timeout, limit, writer, base_env };
+        let mut jobs = ctx.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        // One worker thread per context, started with its first run and kept: a thread per
+        // snippet would cost more than the snippet.
+        if jobs.is_none() {
+            let (tx, rx) = std::sync::mpsc::channel::<Job>();
+            let c = ctx.clone();
+            let started = sys::spawn_thread(move || {
+                for j in rx {
+                    let summary =
+                        run_one(&c, j.rid, &j.code, j.timeout, j.limit, &j.writer, &j.base_env);
+                    c.busy.store(false, Ordering::SeqCst);
+                    j.writer.send(&Response::ContextDone { id: j.rid, summary }, &[]);
+                }
+            });
+            if let Err(e) = started {
+                ctx.busy.store(false, Ordering::SeqCst);
+                return Err((
+                    ErrorCode::SpawnFailed,
+                    format!("cannot start the run: {e} (the sandbox's process limit is exhausted)"),
+                ));
+            }
+            *jobs = Some(tx);
+        }
+        match jobs.as_ref().map(|tx| tx.send(job)) {
+            Some(Ok(())) => Ok(()),
+            _ => {
+                *jobs = None;
+                ctx.busy.store(false, Ordering::SeqCst);
+                Err((ErrorCode::SpawnFailed, "the context's worker stopped; run again".into()))
+            }
+        }
     }
 }
 
@@ -529,11 +563,13 @@ fn run_one(
         let now = Instant::now();
         let slice = Duration::from_millis(50);
         let until = deadline.map(|d| d.min(now + slice)).unwrap_or(now + slice);
-        // wait for an event or output
-        let _ = sys::poll_in(
-            &[r.events.as_raw_fd(), r.stdout.as_raw_fd(), r.stderr.as_raw_fd()],
-            until.saturating_duration_since(now).as_millis() as i32 + 1,
-        );
+        // wait for an event or output, unless a whole event is already buffered
+        if !r.pending.contains(&b'\n') {
+            let _ = sys::poll_in(
+                &[r.events.as_raw_fd(), r.stdout.as_raw_fd(), r.stderr.as_raw_fd()],
+                until.saturating_duration_since(now).as_millis() as i32 + 1,
+            );
+        }
         pump(r, rid, limit, &mut out, writer);
         match next_event(r, Instant::now()) {
             Ok(Some(ev)) => {
