@@ -122,10 +122,38 @@ pub async fn run(a: &PoolArgs, iterations: usize, warmup: usize, out: &Path) -> 
         let (ws, cs) = (summarize(&warm), summarize(&cold));
         table_row("api: pool acquire -> first exec result", &ws);
         table_row("api: cold create -> first exec result", &cs);
+        // and the parts: acquire alone, and warm execs in a held sandbox
+        wait_warm(&mut conn, "bench", 2).await?;
+        let (mut acq, mut execs) = (Vec::new(), Vec::new());
+        let t = Instant::now();
+        let (_, v) = conn.call("POST", "/v1/sandboxes", Some(&json!({"pool": "bench"}))).await?;
+        acq.push(t.elapsed().as_secs_f64() * 1e3);
+        let id = v["id"].as_str().context("id")?.to_string();
+        for i in 0..warmup.max(3) + iterations * 5 {
+            let t = Instant::now();
+            let (s, r) = conn
+                .call(
+                    "POST",
+                    &format!("/v1/sandboxes/{id}/exec"),
+                    Some(&json!({"command": ["echo", "hi"]})),
+                )
+                .await?;
+            if s != 200 || r["stdout"] != "hi\n" {
+                bail!("warm exec failed ({s}): {r}");
+            }
+            if i >= warmup.max(3) {
+                execs.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        conn.call("DELETE", &format!("/v1/sandboxes/{id}"), None).await?;
+        let es = summarize(&execs);
+        table_row("api: warm exec in a held sandbox", &es);
         Ok::<_, anyhow::Error>(json!({
             "pool_acquire_to_first_exec": {"summary": ws, "samples_ms": warm},
             "cold_create_to_first_exec": {"summary": cs, "samples_ms": cold},
             "speedup": cs.median / ws.median,
+            "warm_exec_held_sandbox": {"summary": es},
+            "first_acquire_ms": acq,
         }))
     }
     .await;

@@ -22,6 +22,11 @@ use crate::pool::{PoolConfig, PoolRuntime, PoolStatus, Reuse};
 /// to a user is never evicted to make room for another.
 const EVICT_WAITING_AFTER: Duration = Duration::from_secs(60);
 
+/// A pool refill starts once acquisitions have paused this long...
+const REFILL_SETTLE: Duration = Duration::from_millis(50);
+/// ...or after this long at the most.
+const REFILL_SETTLE_MAX: Duration = Duration::from_millis(250);
+
 /// Who is calling: an API key, or a trusted local transport (the Unix socket) as admin.
 #[derive(Debug, Clone, Default)]
 pub struct Caller {
@@ -91,7 +96,7 @@ impl Daemon {
             std::fs::create_dir_all(parent)
                 .map_err(|e| DaemonError::StateDir(parent.display().to_string(), e))?;
         }
-        let store = Store::open(&cfg.db_path)?;
+        let store = Store::open_exclusive(&cfg.db_path)?;
         let mut backends: BTreeMap<String, Arc<dyn Backend>> = BTreeMap::new();
         let mut unavailable = BTreeMap::new();
         for kind in [RuntimeKind::Crun, RuntimeKind::Runc] {
@@ -197,11 +202,9 @@ impl Daemon {
                             if row.state == SandboxState::Running {
                                 let _ = self.store.mark_waiting(&row.id, now);
                             }
-                            self.live_insert(LiveSandbox::new(
-                                row.id.clone(),
-                                row.backend.clone(),
-                                sb,
-                            ));
+                            let live = LiveSandbox::new(row.id.clone(), row.backend.clone(), sb);
+                            live.set_owner(row.owner_key.clone());
+                            self.live_insert(live);
                             adopted += 1;
                         }
                         Err(e) => {
@@ -288,6 +291,14 @@ impl Daemon {
 
     /// A running sandbox the caller may use.
     pub fn live_for(&self, id: &str, caller: &Caller) -> Result<Arc<LiveSandbox>, ApiError> {
+        // the hot path: a running sandbox whose owner is known, no store read
+        if let Some(l) = self.live_get(id) {
+            if caller.admin
+                || l.owner().as_deref() == caller.key_id.as_deref() && caller.key_id.is_some()
+            {
+                return Ok(l);
+            }
+        }
         let row = self.row_for(id, caller)?;
         if row.state == SandboxState::Stopped {
             return Err(ApiError::new(
@@ -526,6 +537,7 @@ impl Daemon {
         }
         let timings = sb.timings().to_json();
         let live = LiveSandbox::new(id.clone(), key.to_string(), sb);
+        live.set_owner(caller.key_id.clone());
         self.live_insert(live.clone());
         if let Err(e) = self.store.set_state(&id, target, now_ms()) {
             // deleted (or evicted) while starting
@@ -584,6 +596,9 @@ impl Daemon {
                     self.store
                         .assign(&id, caller.key_id.as_deref(), &req.metadata, expires_at)
                         .map_err(store_err)?;
+                    if let Some(l) = self.live_get(&id) {
+                        l.set_owner(caller.key_id.clone());
+                    }
                     metrics::global().pool_hit(p);
                     metrics::global().acquire_seconds.observe(t.elapsed());
                     self.audit(caller, "create", Some(&id), json!({"pool": p, "warm": true}));
@@ -714,6 +729,7 @@ impl Daemon {
         match report {
             Ok(r) if r.is_clean() && !live.busy() => {
                 let _ = self.store.mark_waiting(id, now);
+                live.set_owner(None);
                 if self.store.assign(id, None, &BTreeMap::new(), None).is_ok()
                     && self.store.set_state(id, SandboxState::Warm, now).is_ok()
                 {
@@ -979,7 +995,18 @@ async fn replenish_loop(d: std::sync::Weak<Daemon>, rt: Arc<PoolRuntime>) {
             continue;
         }
         tokio::select! {
-            _ = rt.wake.notified() => {}
+            _ = rt.wake.notified() => {
+                // Let a burst of acquisitions and their first commands run before refilling:
+                // starting a sandbox takes a core for tens of ms, and refills are background work.
+                let until = tokio::time::Instant::now() + REFILL_SETTLE_MAX;
+                loop {
+                    tokio::select! {
+                        _ = rt.wake.notified() => if tokio::time::Instant::now() >= until { break },
+                        _ = tokio::time::sleep(REFILL_SETTLE) => break,
+                        _ = rt.stop.notified() => return,
+                    }
+                }
+            }
             _ = rt.stop.notified() => return,
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
         }

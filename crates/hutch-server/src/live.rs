@@ -118,6 +118,8 @@ pub struct LiveSandbox {
     /// Commands and background processes in flight (running while > 0, else waiting).
     active: AtomicUsize,
     procs: Mutex<BTreeMap<u32, Arc<BgProcess>>>,
+    /// The API key that owns it (mirrors the store, for the hot path).
+    owner: Mutex<Option<String>>,
 }
 
 impl LiveSandbox {
@@ -128,6 +130,7 @@ impl LiveSandbox {
             sandbox: RwLock::new(Some(sb)),
             active: AtomicUsize::new(0),
             procs: Mutex::new(BTreeMap::new()),
+            owner: Mutex::new(None),
         })
     }
 
@@ -143,6 +146,14 @@ impl LiveSandbox {
 
     pub fn busy(&self) -> bool {
         self.active.load(Ordering::SeqCst) > 0
+    }
+
+    pub fn owner(&self) -> Option<String> {
+        self.owner.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn set_owner(&self, key: Option<String>) {
+        *self.owner.lock().unwrap_or_else(|p| p.into_inner()) = key;
     }
 
     pub fn processes(&self) -> Vec<Arc<BgProcess>> {

@@ -51,7 +51,7 @@ pub fn try_store_ops(
     rounds: usize,
 ) -> Result<BTreeMap<&'static str, Vec<f64>>, BenchError> {
     let dir = tempfile::tempdir().map_err(BenchError::TempDir)?;
-    let store = Store::open(dir.path().join("state.db"))?;
+    let store = Store::open_exclusive(dir.path().join("state.db"))?;
     let live = live.max(MIN_LIVE);
     let base = now_ms();
 

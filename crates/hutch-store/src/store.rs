@@ -122,6 +122,25 @@ impl Store {
         Ok(Store { conn: Mutex::new(conn) })
     }
 
+    /// [`open`](Store::open) for a single owner (the daemon): the file is locked exclusively
+    /// for as long as the store is open, so SQLite skips its per-transaction shared-memory
+    /// locking (state changes are cheaper) and nothing else can write the state behind the
+    /// daemon's back. Other processes get "database is locked" until the daemon exits.
+    pub fn open_exclusive(path: impl AsRef<Path>) -> Result<Store> {
+        let path = path.as_ref();
+        let store = Store::open(path)?;
+        {
+            let conn = store.conn();
+            let open_err = |source| StoreError::Open { path: path.to_owned(), source };
+            let _: String = conn
+                .pragma_update_and_check(None, "locking_mode", "EXCLUSIVE", |r| r.get(0))
+                .map_err(open_err)?;
+            // take the lock now, not at the first write
+            conn.execute_batch("BEGIN IMMEDIATE; COMMIT;").map_err(open_err)?;
+        }
+        Ok(store)
+    }
+
     /// A private in-memory database with the full schema, for tests.
     pub fn open_in_memory() -> Result<Store> {
         let mut conn = Connection::open_in_memory()?;
