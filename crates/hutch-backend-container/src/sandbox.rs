@@ -348,6 +348,19 @@ impl Backend for ContainerBackend {
                         sock.display()
                     ))
                 })?;
+        // The socket lives in a directory the guest can write: make sure the peer really is a
+        // process of this sandbox (in its cgroup) and not whatever a symlink points at.
+        let peer_ok = stream
+            .peer_cred()
+            .ok()
+            .and_then(|c| c.pid())
+            .and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok())
+            .is_some_and(|cg| cg.lines().any(|l| l.ends_with(&format!("/{CGROUP_PARENT}/{id}"))));
+        if !peer_ok {
+            return Err(SandboxError::AgentNotReady(format!(
+                "the socket of sandbox {id} is not served by a process of that sandbox"
+            )));
+        }
         let (client, _) = AgentClient::connect(stream, Duration::from_secs(2)).await?;
         let mut timings = PhaseTimings::default();
         timings.add(Phase::AgentReady, t.elapsed());

@@ -49,6 +49,8 @@ pub enum RemoteCmd {
     Pool(PoolArgs),
     /// Manage API keys
     Key(KeyArgs),
+    /// An interactive session with a code context (state persists between inputs)
+    Repl(ReplArgs),
 }
 
 /// Flags every daemon command takes.
@@ -134,10 +136,32 @@ pub struct ExecArgs {
     /// Print output as it arrives instead of when the command ends
     #[arg(long)]
     stream: bool,
+    /// Run CMD as code in this code context (see `hutch repl`) instead of as a command
+    #[arg(long, value_name = "CONTEXT")]
+    context: Option<String>,
+    /// Run CMD as code in a new context of this language (python, javascript, bash); its id
+    /// is printed on stderr for later `--context` calls
+    #[arg(long, value_name = "LANG")]
+    lang: Option<String>,
     /// The sandbox
     id: String,
     #[command(flatten)]
     command: CommandArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Language of the context: python, javascript or bash
+    #[arg(long, default_value = "python")]
+    lang: String,
+    /// Use this sandbox (default: create one, and delete it at the end)
+    #[arg(long, value_name = "ID")]
+    sandbox: Option<String>,
+    /// Use this existing context in the sandbox
+    #[arg(long, value_name = "CONTEXT", requires = "sandbox")]
+    context: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -352,6 +376,7 @@ pub async fn main(cmd: RemoteCmd) -> ExitCode {
         RemoteCmd::Kill(a) => kill(a).await,
         RemoteCmd::Pool(a) => pool(a).await,
         RemoteCmd::Key(a) => key(a).await,
+        RemoteCmd::Repl(a) => repl(a).await,
     };
     result.unwrap_or_else(report)
 }
@@ -767,6 +792,9 @@ async fn create(a: CreateArgs) -> Outcome {
 }
 
 async fn exec(a: ExecArgs) -> Outcome {
+    if a.context.is_some() || a.lang.is_some() {
+        return exec_code(a).await;
+    }
     let c = client(&a.common)?;
     let mut body = a.command.body()?;
     let stdin = piped_stdin()?;
@@ -1306,4 +1334,180 @@ mod tests {
         assert!(matches!(seconds("--ttl", "0"), Ok(0)));
         assert!(matches!(seconds("--ttl", "10m"), Ok(600)));
     }
+}
+
+// ---- code contexts --------------------------------------------------------------------------
+
+async fn create_context(c: &Client, sandbox: &str, lang: &str) -> Outcome<String> {
+    let v: Value = parse(&success(
+        c.post_json(
+            &format!("/v1/sandboxes/{}/contexts", encode(sandbox)),
+            &json!({"language": lang}),
+        )
+        .await?,
+    )?)?;
+    v["context_id"]
+        .as_str()
+        .map(String::from)
+        .ok_or_else(|| Failure::Local("the daemon answered without a context id".into()))
+}
+
+/// Runs a snippet through the streaming endpoint, printing output and results as they come.
+/// Returns whether the snippet raised an error.
+async fn run_snippet(
+    c: &Client,
+    sandbox: &str,
+    ctx: &str,
+    code: &str,
+    json_out: bool,
+) -> Outcome<bool> {
+    let path = format!("/v1/sandboxes/{}/contexts/{}/run/stream", encode(sandbox), encode(ctx));
+    let mut s = c.events(&path, Some(&json!({"code": code}))).await?;
+    let mut failed = false;
+    let (mut out, mut err) = (io::stdout(), io::stderr());
+    while let Some(ev) = s.next().await? {
+        let v: Value = serde_json::from_str(&ev.data).unwrap_or(Value::Null);
+        if json_out {
+            println!("{}", json!({"event": ev.event, "data": v}));
+            failed |= ev.event == "error";
+            continue;
+        }
+        let chunk = |v: &Value| -> Vec<u8> {
+            v["b64"]
+                .as_str()
+                .and_then(|b| B64.decode(b).ok())
+                .unwrap_or_else(|| v["data"].as_str().unwrap_or("").as_bytes().to_vec())
+        };
+        match ev.event.as_str() {
+            "stdout" => {
+                let _ = out.write_all(&chunk(&v));
+                let _ = out.flush();
+            }
+            "stderr" => {
+                let _ = err.write_all(&chunk(&v));
+                let _ = err.flush();
+            }
+            "result" => {
+                if v["main"] == true {
+                    if let Some(t) = v["data"]["text/plain"].as_str() {
+                        println!("{t}");
+                    }
+                } else if let Some(kinds) = v["data"].as_object() {
+                    eprintln!(
+                        "[rich output: {}]",
+                        kinds.keys().cloned().collect::<Vec<_>>().join(", ")
+                    );
+                }
+            }
+            "error" => {
+                failed = true;
+                for line in
+                    v["traceback"].as_array().into_iter().flatten().filter_map(Value::as_str)
+                {
+                    eprintln!("{line}");
+                }
+                eprintln!(
+                    "{}: {}",
+                    v["name"].as_str().unwrap_or("Error"),
+                    v["value"].as_str().unwrap_or("")
+                );
+            }
+            "done" => {
+                if let Some(r) = v["restarted"].as_str() {
+                    eprintln!("hutch: {r}");
+                }
+                if v["timed_out"] == true {
+                    eprintln!("hutch: the snippet timed out and was interrupted");
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(failed)
+}
+
+async fn exec_code(a: ExecArgs) -> Outcome {
+    let c = client(&a.common)?;
+    let ctx = match (&a.context, &a.lang) {
+        (Some(ctx), _) => ctx.clone(),
+        (None, Some(lang)) => {
+            let ctx = create_context(&c, &a.id, lang).await?;
+            eprintln!("hutch: context {ctx} ({lang})");
+            ctx
+        }
+        (None, None) => unreachable_usage()?,
+    };
+    let code = a.command.cmd.join(" ");
+    let failed = run_snippet(&c, &a.id, &ctx, &code, a.common.json).await?;
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+fn unreachable_usage() -> Outcome<String> {
+    Err(Failure::Usage("give --context or --lang".into()))
+}
+
+/// A snippet continues while its lines open a block (a trailing `:`, `\`, `{`, `(`, `[` or
+/// `,`) until an empty line.
+fn opens_block(line: &str) -> bool {
+    let t = line.trim_end();
+    t.ends_with([':', '\\', '{', '(', '[', ','])
+}
+
+async fn repl(a: ReplArgs) -> Outcome {
+    let c = client(&a.common)?;
+    let (sandbox, owned) = match &a.sandbox {
+        Some(id) => (id.clone(), false),
+        None => {
+            let v: Value = parse(&success(c.post_json("/v1/sandboxes", &json!({})).await?)?)?;
+            let id = v["id"]
+                .as_str()
+                .ok_or_else(|| Failure::Local("no sandbox id in the answer".into()))?
+                .to_string();
+            (id, true)
+        }
+    };
+    let result = async {
+        let ctx = match &a.context {
+            Some(ctx) => ctx.clone(),
+            None => create_context(&c, &sandbox, &a.lang).await?,
+        };
+        let interactive = io::stdin().is_terminal();
+        if interactive {
+            eprintln!("hutch repl: {} context {ctx} in sandbox {sandbox}; an empty line ends a block, Ctrl-D quits", a.lang);
+        }
+        let mut failed = false;
+        let mut pending = String::new();
+        let stdin = io::stdin();
+        loop {
+            if interactive {
+                eprint!("{}", if pending.is_empty() { ">>> " } else { "... " });
+            }
+            let mut line = String::new();
+            let n = stdin.read_line(&mut line).map_err(|e| Failure::Local(format!("reading stdin: {e}")))?;
+            let eof = n == 0;
+            let line = line.trim_end_matches(['\n', '\r']);
+            let block = !pending.is_empty();
+            if !eof && (opens_block(line) || (block && !line.trim().is_empty())) {
+                pending.push_str(line);
+                pending.push('\n');
+                continue;
+            }
+            if !block && !eof {
+                pending.push_str(line);
+            }
+            if !pending.trim().is_empty() {
+                failed |= run_snippet(&c, &sandbox, &ctx, &pending, a.common.json).await?;
+            }
+            pending.clear();
+            if eof {
+                break;
+            }
+        }
+        Ok::<_, Failure>(failed)
+    }
+    .await;
+    if owned {
+        let _ = c.delete(&format!("/v1/sandboxes/{}", encode(&sandbox))).await;
+    }
+    Ok(if result? { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }

@@ -77,13 +77,15 @@ fn store_err(e: StoreError) -> ApiError {
     ApiError::from(e)
 }
 
-fn random_hex(bytes: usize) -> String {
+/// Random hex from the kernel; an error rather than a weak value when it cannot be read.
+fn random_hex(bytes: usize) -> Result<String, ApiError> {
+    use std::io::Read;
     let mut b = vec![0u8; bytes];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        use std::io::Read;
-        let _ = f.read_exact(&mut b);
-    }
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)).map_err(|e| {
+        tracing::error!(error = %e, "cannot read /dev/urandom");
+        ApiError::internal()
+    })?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
 impl Daemon {
@@ -97,6 +99,13 @@ impl Daemon {
                 .map_err(|e| DaemonError::StateDir(parent.display().to_string(), e))?;
         }
         let store = Store::open_exclusive(&cfg.db_path)?;
+        // API key hashes, command lines and environments: for the daemon's owner only
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = cfg.db_path.clone().into_os_string();
+            p.push(suffix);
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600));
+        }
         let mut backends: BTreeMap<String, Arc<dyn Backend>> = BTreeMap::new();
         let mut unavailable = BTreeMap::new();
         for kind in [RuntimeKind::Crun, RuntimeKind::Runc] {
@@ -730,6 +739,25 @@ impl Daemon {
             Ok(r) if r.is_clean() && !live.busy() => {
                 let _ = self.store.mark_waiting(id, now);
                 live.set_owner(None);
+                // the reset killed the template's contexts: start them again, warm
+                if !rt.config.template.contexts.is_empty() {
+                    let guard = live.sandbox.read().await;
+                    let restarted = match guard.as_ref().map(|sb| sb.contexts()) {
+                        Some(Ok(c)) => {
+                            let mut ok = true;
+                            for lang in &rt.config.template.contexts {
+                                ok &= c.create_context(lang, None, BTreeMap::new()).await.is_ok();
+                            }
+                            ok
+                        }
+                        _ => false,
+                    };
+                    drop(guard);
+                    if !restarted {
+                        self.live_insert(live);
+                        return false;
+                    }
+                }
                 if self.store.assign(id, None, &BTreeMap::new(), None).is_ok()
                     && self.store.set_state(id, SandboxState::Warm, now).is_ok()
                 {
@@ -910,8 +938,8 @@ impl Daemon {
         if name.is_empty() || name.len() > 128 {
             return Err(ApiError::bad_request("key name: 1-128 characters"));
         }
-        let secret = format!("hutch_{}", random_hex(24));
-        let mut row = KeyRow::new(format!("key_{}", random_hex(6)), name, &secret, now_ms());
+        let secret = format!("hutch_{}", random_hex(24)?);
+        let mut row = KeyRow::new(format!("key_{}", random_hex(6)?), name, &secret, now_ms());
         row.admin = admin;
         row.max_sandboxes = max_sandboxes;
         row.rate_per_minute = rate;
