@@ -61,6 +61,8 @@ pub struct Daemon {
     pools: RwLock<BTreeMap<String, Arc<PoolRuntime>>>,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     rates: Mutex<HashMap<String, (Instant, f64)>>,
+    /// Serializes creates per API key that has a sandbox quota.
+    key_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     stopping: AtomicBool,
     host: HostCapacity,
 }
@@ -144,6 +146,7 @@ impl Daemon {
             pools: RwLock::new(BTreeMap::new()),
             tasks: Mutex::new(Vec::new()),
             rates: Mutex::new(HashMap::new()),
+            key_locks: Mutex::new(HashMap::new()),
             stopping: AtomicBool::new(false),
             host: HostCapacity::probe(),
         });
@@ -574,6 +577,20 @@ impl Daemon {
                 "the daemon is shutting down",
             ));
         }
+        // A key with a quota creates one sandbox at a time, so the count below cannot race.
+        let _quota_guard = match (&caller.key_id, caller.max_sandboxes) {
+            (Some(k), Some(_)) => {
+                let lock = self
+                    .key_locks
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .entry(k.clone())
+                    .or_default()
+                    .clone();
+                Some(lock.lock_owned().await)
+            }
+            _ => None,
+        };
         if let (Some(k), Some(max)) = (&caller.key_id, caller.max_sandboxes) {
             let owned = self
                 .store
