@@ -14,7 +14,7 @@ use hutch_backend_process::ProcessBackend;
 use hutch_core::{Backend, Discard, ExecRequest, SandboxSpec};
 use serde_json::{json, Value};
 
-use crate::report::{table_header, table_row, write_json};
+use crate::report::{print_targets, table_header, table_row, write_json};
 use crate::stats::summarize;
 
 #[derive(Debug, Args)]
@@ -198,18 +198,7 @@ pub async fn run(a: &ColdArgs, iterations: usize, warmup: usize, out: &Path) -> 
         "warm_exec": warm,
         "targets": targets,
     });
-    for t in targets.as_array().into_iter().flatten() {
-        eprintln!(
-            "target: {} -> {} ({})",
-            t["promise"].as_str().unwrap_or(""),
-            t["value"],
-            match t["met"].as_bool() {
-                Some(true) => "met",
-                Some(false) => "NOT met",
-                None => "not measured",
-            }
-        );
-    }
+    print_targets(targets.as_array().into_iter().flatten());
     let path = write_json(out, "cold", &doc)?;
     eprintln!("results: {}", path.display());
     Ok(())

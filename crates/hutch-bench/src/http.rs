@@ -59,3 +59,36 @@ impl Conn {
         Ok((status, serde_json::from_slice(&buf).unwrap_or(Value::Null)))
     }
 }
+
+/// A daemon in this process, serving its API on a real Unix socket in a scratch directory (the
+/// benchmarks measure the API as a client sees it, HTTP included).
+pub struct LocalDaemon {
+    pub daemon: std::sync::Arc<hutch_server::Daemon>,
+    pub socket: std::path::PathBuf,
+    dir: std::path::PathBuf,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl LocalDaemon {
+    pub async fn start(tag: &str) -> Result<Self> {
+        let dir = std::env::temp_dir().join(format!("hutch-bench-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        let mut cfg = hutch_server::ServerConfig::new(dir.join("state"));
+        cfg.db_path = dir.join("hutch.db");
+        let daemon = hutch_server::Daemon::start(cfg).await?;
+        let socket = dir.join("h.sock");
+        let listener = tokio::net::UnixListener::bind(&socket)?;
+        let app = hutch_server::router(daemon.clone(), hutch_server::api::Trusted(true));
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Self { daemon, socket, dir, server })
+    }
+
+    pub async fn stop(self) {
+        self.daemon.shutdown().await;
+        self.server.abort();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

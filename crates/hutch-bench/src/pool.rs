@@ -12,12 +12,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use hutch_server::api::Trusted;
-use hutch_server::{Daemon, ServerConfig};
 use serde_json::{json, Value};
 
-use crate::http::Conn;
-use crate::report::{table_header, table_row, write_json};
+use crate::http::{Conn, LocalDaemon};
+use crate::report::{print_targets, table_header, table_row, write_json};
 use crate::stats::summarize;
 
 /// Ash's published p50s (ms) for the operations it names (docs/benchmarks/2026-02-18-pool-overhead.md).
@@ -89,16 +87,8 @@ pub async fn run(a: &PoolArgs, iterations: usize, warmup: usize, out: &Path) -> 
     }
 
     // The daemon, in this process, on a real Unix socket.
-    let dir = std::env::temp_dir().join(format!("hutch-bench-pool-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    let mut cfg = ServerConfig::new(dir.join("state"));
-    cfg.db_path = dir.join("hutch.db");
-    let daemon = Daemon::start(cfg).await?;
-    let sock = dir.join("h.sock");
-    let listener = tokio::net::UnixListener::bind(&sock)?;
-    let app = hutch_server::router(daemon.clone(), Trusted(true));
-    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let local = LocalDaemon::start("pool").await?;
+    let sock = local.socket.clone();
     let result = async {
         let mut conn = Conn::connect(&sock).await?;
         let (s, v) =
@@ -157,9 +147,7 @@ pub async fn run(a: &PoolArgs, iterations: usize, warmup: usize, out: &Path) -> 
         }))
     }
     .await;
-    daemon.shutdown().await;
-    server.abort();
-    let _ = std::fs::remove_dir_all(&dir);
+    local.stop().await;
     let api = result?;
     let store_ok = ["100_live_10_cold", "1000_live_100_cold"].iter().all(|k| {
         ["mark_running", "evict_one"].iter().all(|op| store_results[*k][*op]["at_most_ash"] == true)
@@ -171,17 +159,7 @@ pub async fn run(a: &PoolArgs, iterations: usize, warmup: usize, out: &Path) -> 
         {"promise": "store mark_running and evict_one p50 no slower than Ash's (0.028 ms, 0.095 ms), at both sizes",
          "met": store_ok},
     ]);
-    for t in targets.as_array().into_iter().flatten() {
-        eprintln!(
-            "target: {} -> {}",
-            t["promise"].as_str().unwrap_or(""),
-            match t["met"].as_bool() {
-                Some(true) => "met",
-                Some(false) => "NOT met",
-                None => "not measured",
-            }
-        );
-    }
+    print_targets(targets.as_array().into_iter().flatten());
     let doc = json!({
         "suite": "pool",
         "machine": crate::snapshot::machine(),

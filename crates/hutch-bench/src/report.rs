@@ -29,3 +29,15 @@ pub fn table_header() {
 pub fn table_row(name: &str, s: &Summary) {
     eprintln!("{:<44} {:>6} {:>10.3} {:>10.3} {:>10.3}", name, s.n, s.median, s.p90, s.min);
 }
+
+/// One line per promise: what it is, the measured value, and whether it was met.
+pub fn print_targets<'a>(targets: impl IntoIterator<Item = &'a Value>) {
+    for t in targets {
+        let verdict = match t["met"].as_bool() {
+            Some(true) => "met",
+            Some(false) => "NOT met",
+            None => "not measured",
+        };
+        eprintln!("target: {} -> {} ({verdict})", t["promise"].as_str().unwrap_or(""), t["value"]);
+    }
+}

@@ -9,12 +9,10 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use hutch_backend_container::{ContainerBackend, ContainerConfig, RuntimeKind};
 use hutch_core::{Backend, Discard, ExecRequest, SandboxSpec};
-use hutch_server::api::Trusted;
-use hutch_server::{Daemon, ServerConfig};
 use serde_json::{json, Value};
 
-use crate::http::Conn;
-use crate::report::{table_header, table_row, write_json};
+use crate::http::{Conn, LocalDaemon};
+use crate::report::{print_targets, table_header, table_row, write_json};
 use crate::stats::summarize;
 
 #[derive(Debug, Args)]
@@ -98,16 +96,8 @@ pub async fn run(a: &RunnerArgs, iterations: usize, warmup: usize, out: &Path) -
     result?;
 
     // Over the API: a daemon in this process on a real Unix socket, one keep-alive connection.
-    let dir = std::env::temp_dir().join(format!("hutch-bench-runner-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    let mut cfg = ServerConfig::new(dir.join("state"));
-    cfg.db_path = dir.join("hutch.db");
-    let daemon = Daemon::start(cfg).await?;
-    let sock = dir.join("h.sock");
-    let listener = tokio::net::UnixListener::bind(&sock)?;
-    let app = hutch_server::router(daemon.clone(), Trusted(true));
-    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let local = LocalDaemon::start("runner").await?;
+    let sock = local.socket.clone();
     let api = async {
         let mut conn = Conn::connect(&sock).await?;
         let (s, v) = conn
@@ -148,9 +138,7 @@ pub async fn run(a: &RunnerArgs, iterations: usize, warmup: usize, out: &Path) -
         Ok::<_, anyhow::Error>(Value::Object(res))
     }
     .await;
-    daemon.shutdown().await;
-    server.abort();
-    let _ = std::fs::remove_dir_all(&dir);
+    local.stop().await;
     let api = api?;
     let median = |v: &Value| v["summary"]["median"].as_f64();
     let mut targets = Vec::new();
@@ -160,18 +148,7 @@ pub async fn run(a: &RunnerArgs, iterations: usize, warmup: usize, out: &Path) -
         targets.push(json!({"promise": format!("{lang}: warm 1+1 in-process median <= 0.3 ms"), "value": inp, "limit": 0.3, "met": inp.map(|m| m <= 0.3)}));
         targets.push(json!({"promise": format!("{lang}: warm 1+1 over the daemon API median <= 1 ms"), "value": over, "limit": 1.0, "met": over.map(|m| m <= 1.0)}));
     }
-    for t in &targets {
-        eprintln!(
-            "target: {} -> {} ({})",
-            t["promise"].as_str().unwrap_or(""),
-            t["value"],
-            match t["met"].as_bool() {
-                Some(true) => "met",
-                Some(false) => "NOT met",
-                None => "not measured",
-            }
-        );
-    }
+    print_targets(&targets);
     let doc = json!({
         "suite": "runner",
         "machine": crate::snapshot::machine(),

@@ -43,6 +43,25 @@ fn prepare_socket(path: &PathBuf) -> Result<(), ServeError> {
     Ok(())
 }
 
+/// Serves `app` on `listener` until `stop` turns true (requests in flight finish).
+fn spawn_server<L>(
+    servers: &mut tokio::task::JoinSet<()>,
+    listener: L,
+    app: axum::Router,
+    mut stop: watch::Receiver<bool>,
+) where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
+    servers.spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stop.wait_for(|s| *s).await;
+            })
+            .await;
+    });
+}
+
 async fn signalled() {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = match signal(SignalKind::terminate()) {
@@ -76,29 +95,13 @@ pub async fn run(
             .map_err(|e| ServeError::Bind(path.display().to_string(), e))?;
         use std::os::unix::fs::PermissionsExt;
         let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
-        let app = router(daemon.clone(), Trusted(true));
-        let mut rx = stop_rx.clone();
-        servers.spawn(async move {
-            let _ = axum::serve(l, app)
-                .with_graceful_shutdown(async move {
-                    let _ = rx.wait_for(|s| *s).await;
-                })
-                .await;
-        });
+        spawn_server(&mut servers, l, router(daemon.clone(), Trusted(true)), stop_rx.clone());
     }
     if let Some(addr) = listen.tcp {
         let l = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| ServeError::Bind(addr.to_string(), e))?;
-        let app = router(daemon.clone(), Trusted(false));
-        let mut rx = stop_rx.clone();
-        servers.spawn(async move {
-            let _ = axum::serve(l, app)
-                .with_graceful_shutdown(async move {
-                    let _ = rx.wait_for(|s| *s).await;
-                })
-                .await;
-        });
+        spawn_server(&mut servers, l, router(daemon.clone(), Trusted(false)), stop_rx.clone());
     }
     ready(&daemon);
     tracing::info!(socket = ?listen.socket, tcp = ?listen.tcp, "hutch daemon ready");
