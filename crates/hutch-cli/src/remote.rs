@@ -1285,57 +1285,6 @@ async fn key(a: KeyArgs) -> Outcome {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn spans() {
-        assert_eq!(span(0), "0s");
-        assert_eq!(span(44_600), "45s");
-        assert_eq!(span(600_000), "10m");
-        assert_eq!(span(599_700), "10m");
-        assert_eq!(span(270_000), "4m30s");
-        assert_eq!(span(3_600_000 * 2 + 300_000), "2h5m");
-        assert_eq!(span(86_400_000 * 3 + 3_600_000 * 4), "3d4h");
-        assert_eq!(span(-5), "0s");
-    }
-
-    #[test]
-    fn sandbox_sides() {
-        assert_eq!(sandbox_side("hutch-abc:/workspace/f"), Some(("hutch-abc", "/workspace/f")));
-        assert_eq!(sandbox_side("./a:b"), None);
-        assert_eq!(sandbox_side("/tmp/x"), None);
-        assert_eq!(sandbox_side(":x"), None);
-        assert_eq!(sandbox_side("-"), None);
-    }
-
-    #[test]
-    fn shell_codes() {
-        let st = |e, s, t, o| Status { exit_code: e, signal: s, timed_out: t, oom_killed: o };
-        assert_eq!(st(Some(3), None, false, false).shell_code(), 3);
-        assert_eq!(st(None, Some(15), false, false).shell_code(), 143);
-        assert_eq!(st(None, Some(9), true, false).shell_code(), 124);
-        assert_eq!(st(None, Some(9), false, true).shell_code(), 137);
-    }
-
-    #[test]
-    fn signals() {
-        assert!(matches!(parse_signal("9"), Ok(9)));
-        assert!(matches!(parse_signal("sigterm"), Ok(15)));
-        assert!(matches!(parse_signal("KILL"), Ok(9)));
-        assert!(parse_signal("0").is_err());
-        assert!(parse_signal("BOGUS").is_err());
-    }
-
-    #[test]
-    fn durations_round_up_to_seconds() {
-        assert!(matches!(seconds("--ttl", "500ms"), Ok(1)));
-        assert!(matches!(seconds("--ttl", "0"), Ok(0)));
-        assert!(matches!(seconds("--ttl", "10m"), Ok(600)));
-    }
-}
-
 // ---- code contexts --------------------------------------------------------------------------
 
 async fn create_context(c: &Client, sandbox: &str, lang: &str) -> Outcome<String> {
@@ -1510,4 +1459,55 @@ async fn repl(a: ReplArgs) -> Outcome {
         let _ = c.delete(&format!("/v1/sandboxes/{}", encode(&sandbox))).await;
     }
     Ok(if result? { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans() {
+        assert_eq!(span(0), "0s");
+        assert_eq!(span(44_600), "45s");
+        assert_eq!(span(600_000), "10m");
+        assert_eq!(span(599_700), "10m");
+        assert_eq!(span(270_000), "4m30s");
+        assert_eq!(span(3_600_000 * 2 + 300_000), "2h5m");
+        assert_eq!(span(86_400_000 * 3 + 3_600_000 * 4), "3d4h");
+        assert_eq!(span(-5), "0s");
+    }
+
+    #[test]
+    fn sandbox_sides() {
+        assert_eq!(sandbox_side("hutch-abc:/workspace/f"), Some(("hutch-abc", "/workspace/f")));
+        assert_eq!(sandbox_side("./a:b"), None);
+        assert_eq!(sandbox_side("/tmp/x"), None);
+        assert_eq!(sandbox_side(":x"), None);
+        assert_eq!(sandbox_side("-"), None);
+    }
+
+    #[test]
+    fn shell_codes() {
+        let st = |e, s, t, o| Status { exit_code: e, signal: s, timed_out: t, oom_killed: o };
+        assert_eq!(st(Some(3), None, false, false).shell_code(), 3);
+        assert_eq!(st(None, Some(15), false, false).shell_code(), 143);
+        assert_eq!(st(None, Some(9), true, false).shell_code(), 124);
+        assert_eq!(st(None, Some(9), false, true).shell_code(), 137);
+    }
+
+    #[test]
+    fn signals() {
+        assert!(matches!(parse_signal("9"), Ok(9)));
+        assert!(matches!(parse_signal("sigterm"), Ok(15)));
+        assert!(matches!(parse_signal("KILL"), Ok(9)));
+        assert!(parse_signal("0").is_err());
+        assert!(parse_signal("BOGUS").is_err());
+    }
+
+    #[test]
+    fn durations_round_up_to_seconds() {
+        assert!(matches!(seconds("--ttl", "500ms"), Ok(1)));
+        assert!(matches!(seconds("--ttl", "0"), Ok(0)));
+        assert!(matches!(seconds("--ttl", "10m"), Ok(600)));
+    }
 }
