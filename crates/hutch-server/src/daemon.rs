@@ -741,6 +741,8 @@ impl Daemon {
     /// Resets a sandbox and returns it to its pool; false when it could not be made clean (the
     /// caller then destroys it).
     async fn recycle(&self, id: &str, rt: &PoolRuntime) -> bool {
+        // A pool that refilled meanwhile briefly holds one more warm member than its size;
+        // the next acquisition takes it (a recycled sandbox is cheaper to keep than to remake).
         let Some(live) = self.live_remove(id) else { return false };
         live.kill_processes().await;
         live.forget_processes();

@@ -126,8 +126,8 @@ impl From<StoreError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         crate::metrics::global().error(self.code);
-        let retry =
-            matches!(self.status, StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE);
+        // only where waiting helps: a full daemon or a rate limit (not a missing backend)
+        let retry = matches!(self.code, "capacity_exceeded" | "rate_limited");
         let mut resp = (self.status, axum::Json(self)).into_response();
         if retry {
             resp.headers_mut()
