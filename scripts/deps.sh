@@ -2,7 +2,7 @@
 # Installs what hutch needs on a Debian/Ubuntu host (idempotent): the OCI runtimes, busybox for
 # the rootfs tests, and checks the Rust toolchain. Run as root.
 set -euo pipefail
-pkgs=(crun runc busybox-static python3 file ca-certificates)
+pkgs=(crun runc busybox-static python3 python3-venv file ca-certificates)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -17,3 +17,5 @@ if ! command -v cargo >/dev/null 2>&1; then
   [ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
 fi
 command -v cargo >/dev/null 2>&1 || { echo "deps: cargo not found; install Rust (https://rustup.rs) first" >&2; exit 1; }
+# The TypeScript SDK needs Node.js 20+ with npm (the machine image has them).
+command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || echo "deps: node and npm not found; the TypeScript SDK tests will fail (install Node.js 20+)" >&2

@@ -24,6 +24,12 @@ echo "== conformance suite (crun, runc), the daemon, end-to-end CLI (root)" >&2
 # one case at a time: the leak checks compare whole-host snapshots
 cargo test --quiet -p hutch-conformance -p hutch-server -p hutch-cli -- --include-ignored --test-threads=1 2>&1 | tee -a "$log"
 
+echo "== SDKs against a real daemon" >&2
+cargo build --quiet -p hutch-cli
+export HUTCH_BIN="$(pwd)/$target/debug/hutch"
+case "$target" in /*) HUTCH_BIN="$target/debug/hutch" ;; esac
+bash sdk/python/run_tests.sh -q 2>&1 | tee -a "$log"
+
 echo "== benchmark smoke run" >&2
 cargo build --quiet -p hutch-cli
 for suite in cold pool runner; do
