@@ -36,6 +36,8 @@ cargo build --quiet -p hutch-cli
 for suite in cold pool runner; do
   "$target/debug/hutch" bench --smoke --out "$target/bench-smoke" "$suite"
 done
-# one closing line over every cargo test run above
+# one closing line over every test run above (cargo, pytest, node --test)
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     /^(=+ )?[0-9]+ (passed|failed).* in [0-9.]+s/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     /^# pass [0-9]+$/ { p += $3 } /^# fail [0-9]+$/ { f += $3 }
      END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
