@@ -39,8 +39,17 @@ for (const [name, fd] of [['stdout', 1], ['stderr', 2]]) {
 const con = new console.Console({ stdout: process.stdout, stderr: process.stderr });
 globalThis.console = con;
 
+// Events wait in `held` while a run's last steps queue them, so the main result and `done`
+// leave in one write (one wake-up of the agent instead of two).
+let held = null;
 function emit(ev) {
-  try { writeAll(4, Buffer.from(JSON.stringify(ev) + '\n')); } catch { process.exit(1); } // agent gone
+  const line = JSON.stringify(ev) + '\n';
+  if (held) { held.push(line); return; }
+  try { writeAll(4, Buffer.from(line)); } catch { process.exit(1); } // agent gone
+}
+function release() {
+  const lines = held; held = null;
+  if (lines && lines.length) try { writeAll(4, Buffer.from(lines.join(''))); } catch { process.exit(1); }
 }
 let count = 0, curSeq = 0, interruptWait = null;
 // import() from snippets via the main context's loader (where this Node has it); no warning.
@@ -152,11 +161,15 @@ async function run(seq, code) {
     const guard = /[(`.]|\bnew\b|\b(?:while|for|do)\b/.test(code);
     let value = script.runInContext(ctx, guard ? { breakOnSigint: true } : undefined);
     if (util.types.isPromise(value)) value = await interruptible(value);
+    held = [];
     if (value !== undefined) emit({ ev: 'result', seq, main: true, data: bundle(value) });
   } catch (e) {
+    held = held || [];
     emitError(seq, e);
   }
+  held = held || [];
   emit({ ev: 'done', seq, execution_count: n });
+  release();
 }
 
 // User code's stray errors must not kill the runner: report them on stderr.
