@@ -177,7 +177,9 @@ impl AgentClient {
     }
 }
 
-async fn read_loop(mut r: OwnedReadHalf, shared: Arc<Shared>) {
+async fn read_loop(r: OwnedReadHalf, shared: Arc<Shared>) {
+    // buffered: frames that arrive together cost one read, not two per frame
+    let mut r = tokio::io::BufReader::with_capacity(64 * 1024, r);
     let mut prefix = [0u8; 4];
     loop {
         if r.read_exact(&mut prefix).await.is_err() {
