@@ -30,6 +30,7 @@ export HUTCH_BIN="$(pwd)/$target/debug/hutch"
 case "$target" in /*) HUTCH_BIN="$target/debug/hutch" ;; esac
 bash sdk/python/run_tests.sh -q 2>&1 | tee -a "$log"
 HUTCH_REQUIRE_LIVE=1 bash sdk/typescript/run_tests.sh 2>&1 | tee -a "$log"
+bash scripts/run-examples.sh
 
 echo "== benchmark smoke run" >&2
 cargo build --quiet -p hutch-cli
