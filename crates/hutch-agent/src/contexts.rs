@@ -530,13 +530,10 @@ fn run_one(
         return summary;
     };
     let seq = ctx.seq.fetch_add(1, Ordering::SeqCst) + 1;
-    let header = format!("run {seq} {}\n", code.len());
-    if r.requests
-        .write_all(header.as_bytes())
-        .and_then(|()| r.requests.write_all(code))
-        .and_then(|()| r.requests.flush())
-        .is_err()
-    {
+    // header and code in one write: the runner wakes once per request, not twice
+    let mut request = format!("run {seq} {}\n", code.len()).into_bytes();
+    request.extend_from_slice(code);
+    if r.requests.write_all(&request).and_then(|()| r.requests.flush()).is_err() {
         let why = format!(
             "the {} process {}",
             ctx.lang.name(),
