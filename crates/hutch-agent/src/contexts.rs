@@ -499,6 +499,19 @@ fn pump(r: &Runner, rid: u64, limit: u64, out: &mut Out, writer: &Writer) {
     }
 }
 
+/// Tells the host that the runner died under a snippet (os._exit, a crash, process.exit) and
+/// returns the reason, for the restart note.
+fn report_death(ctx: &Context, r: &Runner, rid: u64, writer: &Writer) -> String {
+    let why = format!(
+        "the {} process {}",
+        ctx.lang.name(),
+        describe_exit(r.status.recv_timeout(Duration::from_secs(1)).ok())
+    );
+    let error = CodeError { name: "ContextDied".into(), value: why.clone(), traceback: Vec::new() };
+    writer.send(&Response::ContextError { id: rid, error }, &[]);
+    why
+}
+
 fn run_one(
     ctx: &Context,
     rid: u64,
@@ -534,22 +547,7 @@ fn run_one(
     let mut request = format!("run {seq} {}\n", code.len()).into_bytes();
     request.extend_from_slice(code);
     if r.requests.write_all(&request).and_then(|()| r.requests.flush()).is_err() {
-        let why = format!(
-            "the {} process {}",
-            ctx.lang.name(),
-            describe_exit(r.status.recv_timeout(Duration::from_secs(1)).ok())
-        );
-        writer.send(
-            &Response::ContextError {
-                id: rid,
-                error: CodeError {
-                    name: "ContextDied".into(),
-                    value: why.clone(),
-                    traceback: Vec::new(),
-                },
-            },
-            &[],
-        );
+        let why = report_death(ctx, r, rid, writer);
         restart(&mut guard, why, &mut summary);
         return summary;
     }
@@ -615,22 +613,7 @@ fn run_one(
             Err(_) => {
                 // the runner died mid-run (os._exit, a crash, process.exit, a fork bomb's kill)
                 pump(r, rid, limit, &mut out, writer);
-                let why = format!(
-                    "the {} process {}",
-                    ctx.lang.name(),
-                    describe_exit(r.status.recv_timeout(Duration::from_secs(1)).ok())
-                );
-                writer.send(
-                    &Response::ContextError {
-                        id: rid,
-                        error: CodeError {
-                            name: "ContextDied".into(),
-                            value: why.clone(),
-                            traceback: Vec::new(),
-                        },
-                    },
-                    &[],
-                );
+                let why = report_death(ctx, r, rid, writer);
                 restart(&mut guard, why, &mut summary);
                 break;
             }
