@@ -144,9 +144,12 @@ function emitError(seq, e) {
   emit({ ev: 'error', seq, name, value, traceback });
 }
 
-async function run(seq, code) {
+// Runs one snippet. Synchronous unless the snippet's value is a promise (then it returns one):
+// the common case costs no promise machinery.
+function run(seq, code) {
   const n = ++count, filename = `cell-${n}`;
   curSeq = seq;
+  let value;
   try {
     let script = compile(code, filename);
     // Top-level await: the snippet is no valid script, or it is one only because `await (x)`
@@ -159,15 +162,22 @@ async function run(seq, code) {
     // property or loops can run unbounded and gets it, a bare expression like `1+1` cannot.
     // (If something slips through, the agent restarts the context at the deadline and says so.)
     const guard = /[(`.]|\bnew\b|\b(?:while|for|do)\b/.test(code);
-    let value = script.runInContext(ctx, guard ? { breakOnSigint: true } : undefined);
-    if (util.types.isPromise(value)) value = await interruptible(value);
-    held = [];
-    if (value !== undefined) emit({ ev: 'result', seq, main: true, data: bundle(value) });
+    value = script.runInContext(ctx, guard ? { breakOnSigint: true } : undefined);
   } catch (e) {
-    held = held || [];
-    emitError(seq, e);
+    return finish(seq, n, false, undefined, e);
   }
-  held = held || [];
+  if (util.types.isPromise(value)) {
+    return interruptible(value).then((v) => finish(seq, n, true, v), (e) => finish(seq, n, false, undefined, e));
+  }
+  return finish(seq, n, true, value);
+}
+
+function finish(seq, n, ok, value, error) {
+  held = [];
+  if (!ok) emitError(seq, error);
+  else if (value !== undefined) {
+    try { emit({ ev: 'result', seq, main: true, data: bundle(value) }); } catch (e) { emitError(seq, e); }
+  }
   emit({ ev: 'done', seq, execution_count: n });
   release();
 }
@@ -182,10 +192,16 @@ process.on('SIGINT', () => { if (interruptWait) interruptWait(); });
 
 let pending = Buffer.alloc(0), busy = false, ended = false;
 const queue = [];
-async function pump() {
+function pump() {
   if (busy) return;
   busy = true;
-  while (queue.length) await run(...queue.shift());
+  while (queue.length) {
+    const pending = run(...queue.shift());
+    if (pending) { // a promise-valued snippet: go on when it settles
+      pending.then(() => { busy = false; pump(); });
+      return;
+    }
+  }
   busy = false;
   if (ended) process.exit(0);
 }
