@@ -59,7 +59,8 @@ struct Shared {
     layout: CgroupLayout,
     state_dir: PathBuf,
     agent: PathBuf,
-    agent_static: bool,
+    /// Whether the agent is statically linked (needed for a custom rootfs), read when first asked.
+    agent_static: OnceLock<bool>,
     seccomp: LinuxSeccomp,
     detachable: bool,
     host: HostCapacity,
@@ -132,9 +133,13 @@ impl ContainerBackend {
                 fix: "run scripts/build-agent.sh (or scripts/install.sh)".into(),
             })?,
         };
-        let agent_static = is_static_elf(&agent).map_err(|e| {
-            SandboxError::io(format!("cannot read the agent binary {}", agent.display()), e)
-        })?;
+        if !agent.is_file() {
+            return Err(SandboxError::Unavailable {
+                backend: name,
+                reason: format!("the agent binary {} is not a file", agent.display()),
+                fix: "run scripts/build-agent.sh (or scripts/install.sh)".into(),
+            });
+        }
         for d in [cfg.state_dir.join("sandboxes"), runtime.state_root.clone()] {
             std::fs::create_dir_all(&d)
                 .map_err(|e| SandboxError::io(format!("cannot create {}", d.display()), e))?;
@@ -146,7 +151,7 @@ impl ContainerBackend {
                 layout,
                 state_dir: cfg.state_dir,
                 agent,
-                agent_static,
+                agent_static: OnceLock::new(),
                 seccomp,
                 detachable: cfg.detachable,
                 host: HostCapacity::probe(),
@@ -190,7 +195,11 @@ impl ContainerBackend {
                 (host_img.rootfs.clone(), &host_img.binds, Some(&host_img.etc))
             }
             Image::Rootfs(p) => {
-                if !self.shared.agent_static {
+                let is_static = *self
+                    .shared
+                    .agent_static
+                    .get_or_init(|| is_static_elf(&self.shared.agent).unwrap_or(false));
+                if !is_static {
                     return Err(SandboxError::InvalidSpec(format!(
                         "the guest agent {} is dynamically linked and cannot run in a custom rootfs; build it static with scripts/build-agent.sh",
                         self.shared.agent.display()

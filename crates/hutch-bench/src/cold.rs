@@ -71,6 +71,44 @@ impl Drop for Floor {
     }
 }
 
+/// One bubblewrap sandbox: new pid, net, ipc and uts namespaces, the host's /usr (and its
+/// /bin, /lib* links) read-only, tmpfs /tmp, fresh /proc and /dev, as a plain peer would set it up.
+async fn bwrap_once(bwrap: &Path, argv: &[&str]) -> Result<f64> {
+    let mut cmd = tokio::process::Command::new(bwrap);
+    cmd.args([
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--die-with-parent",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+    ]);
+    for d in ["bin", "sbin", "lib", "lib64"] {
+        let host = Path::new("/").join(d);
+        match std::fs::read_link(&host) {
+            Ok(target) => {
+                cmd.arg("--symlink").arg(target).arg(&host);
+            }
+            Err(_) if host.is_dir() => {
+                cmd.arg("--ro-bind").arg(&host).arg(&host);
+            }
+            Err(_) => {}
+        }
+    }
+    cmd.args(["--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp", "--"])
+        .args(argv);
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let t = Instant::now();
+    let out = cmd.output().await.context("run bwrap")?;
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    if !out.status.success() || out.stdout.is_empty() {
+        bail!("bwrap run failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(ms)
+}
+
 /// One `hutch run --json` process; returns wall ms and the phase timings it reported.
 async fn hutch_run_once(
     hutch: &Path,
@@ -141,6 +179,33 @@ pub async fn run(a: &ColdArgs, iterations: usize, warmup: usize, out: &Path) -> 
         }
     }
 
+    // Peer: bubblewrap (no cgroup limits, no seccomp by default: a lighter isolation than
+    // hutch's), the same commands on the host's /usr read-only. Measured when installed.
+    let mut peers = serde_json::Map::new();
+    match hutch_backend_container::runtime::which("bwrap") {
+        Some(bwrap) => {
+            for (name, argv) in COMMANDS {
+                let mut samples = Vec::new();
+                for i in 0..warmup + iterations {
+                    let ms = bwrap_once(&bwrap, argv).await?;
+                    if i >= warmup {
+                        samples.push(ms);
+                    }
+                }
+                let su = summarize(&samples);
+                table_row(&format!("peer: bwrap ({name})"), &su);
+                peers.insert(
+                    format!("bwrap_{name}"),
+                    json!({"summary": su, "samples_ms": samples, "argv": argv}),
+                );
+            }
+        }
+        None => {
+            eprintln!("peer: bwrap is not installed (apt-get install bubblewrap); not measured");
+            peers.insert("bwrap".into(), json!({"not_measured": "bubblewrap is not installed"}));
+        }
+    }
+
     // Warm exec in one live sandbox, in-process (what a daemon or library user pays per command).
     let warm_n = a.warm_execs.unwrap_or(iterations * 20).max(1);
     let mut warm = serde_json::Map::new();
@@ -196,6 +261,7 @@ pub async fn run(a: &ColdArgs, iterations: usize, warmup: usize, out: &Path) -> 
         "results": results,
         "ratios": ratios,
         "warm_exec": warm,
+        "peers": peers,
         "targets": targets,
     });
     print_targets(targets.as_array().into_iter().flatten());
