@@ -382,6 +382,14 @@ class Run(exports.Run):
         # Fresh randomness per instance: the snapshot holds the build's seed.
         random.seed()
         sys.path[:] = []
+        # WASI has no inherited working directory: a host that preopens the
+        # workspace somewhere other than "/" names it in PWD.
+        pwd = os.environ.get("PWD")
+        if pwd:
+            try:
+                os.chdir(pwd)
+            except OSError:
+                pass
         try:
             code = main(list(sys.argv))
         except SystemExit as e:

@@ -487,6 +487,12 @@ int main(int argc, char **argv)
     int print_result = 0;
     int i = 1;
 
+    /* WASI has no inherited working directory: a host that preopens the
+       workspace somewhere other than "/" names it in PWD. */
+    const char *pwd = getenv("PWD");
+    if (pwd && *pwd)
+        (void)chdir(pwd);
+
     for (; i < argc; i++) {
         const char *a = argv[i];
         if (a[0] != '-' || !strcmp(a, "-"))
