@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds hutch's WebAssembly language guests from registry packages:
-#   qjs.wasm     QuickJS (PyPI `quickjs` sdist) + guests/quickjs, a WASI preview 1 module
+#   qjs.wasm     QuickJS (PyPI `quickjs` sdist) + guests/quickjs, a WASI preview 1 module,
+#                pre-initialised with wizer (npm @bytecodealliance/wizer) when npm is there
 #   python.wasm  CPython via componentize-py (PyPI) + guests/python, a WASI 0.2 component
 # and writes them with a manifest.json to the output directory.
 #
@@ -14,6 +15,7 @@ set -euo pipefail
 
 QUICKJS_PYPI_VERSION=1.19.4
 COMPONENTIZE_PY_VERSION=0.25.1
+WIZER_NPM_VERSION=11.0.3
 QJS_CFLAGS="-O2 -D_GNU_SOURCE -DCONFIG_BIGNUM -D_WASI_EMULATED_SIGNAL"
 QJS_LDFLAGS="-Wl,--stack-first -Wl,-z,stack-size=1048576 -lwasi-emulated-signal"
 APT_PACKAGES="clang lld wasi-libc libclang-rt-14-dev-wasm32 patch"
@@ -53,7 +55,8 @@ hash_inputs() { # name -> sha256 of everything that decides the guest's bytes
         echo "script:$(sha256sum "$ROOT/scripts/build-wasm-guests.sh" | cut -d' ' -f1)"
         case "$name" in
             qjs)
-                echo "quickjs:$QUICKJS_PYPI_VERSION cflags:$QJS_CFLAGS ldflags:$QJS_LDFLAGS"
+                echo "quickjs:$QUICKJS_PYPI_VERSION cflags:$QJS_CFLAGS ldflags:$QJS_LDFLAGS wizer:$WIZER_NPM_VERSION"
+                command -v npm >/dev/null && echo "npm:yes" || echo "npm:no"
                 (cd "$ROOT/guests/quickjs" && find . -type f ! -name '*.md' | LC_ALL=C sort | xargs sha256sum)
                 ;;
             python)
@@ -106,6 +109,25 @@ ensure_venv() {
     fi
 }
 
+# wizer ships as a Linux binary inside the npm package; without npm the
+# QuickJS guest is built without pre-initialisation.
+ensure_wizer() {
+    WIZER="$OUT/.npm/node_modules/@bytecodealliance/wizer-linux-x64/wizer"
+    if [ -x "$WIZER" ] && [ "$(cat "$OUT/.npm/.wizer-version" 2>/dev/null)" = "$WIZER_NPM_VERSION" ]; then
+        return 0
+    fi
+    if ! command -v npm >/dev/null; then
+        log "npm not found: qjs.wasm is built without wizer pre-initialisation"
+        WIZER=""
+        return 0
+    fi
+    log "installing wizer $WIZER_NPM_VERSION from npm"
+    mkdir -p "$OUT/.npm"
+    npm install --silent --no-audit --no-fund --prefix "$OUT/.npm" "@bytecodealliance/wizer@$WIZER_NPM_VERSION" >&2
+    [ -x "$WIZER" ] || die "wizer binary missing after npm install: $WIZER"
+    echo "$WIZER_NPM_VERSION" > "$OUT/.npm/.wizer-version"
+}
+
 # ---- the guests -------------------------------------------------------------
 
 BUILD=""
@@ -135,14 +157,26 @@ data = open(sys.argv[1], "rb").read()
 rows = (", ".join("0x%02x" % b for b in data[i:i + 16]) for i in range(0, len(data), 16))
 open(sys.argv[2], "w").write(",\n".join(rows) + "\n")
 EOF
+    ensure_wizer
+    local preinit=""
+    [ -z "$WIZER" ] || preinit="-DHUTCH_PREINIT"
     log "compiling QuickJS $upstream_version for wasm32-wasi"
     local start=$SECONDS
     # shellcheck disable=SC2086
-    (cd "$src" && clang --target=wasm32-wasi $QJS_CFLAGS \
+    (cd "$src" && clang --target=wasm32-wasi $QJS_CFLAGS $preinit \
         -DCONFIG_VERSION="\"$upstream_version\"" -DHUTCH_QJS_VERSION="\"$upstream_version\"" \
         -Wno-implicit-const-int-float-conversion \
         -o "$dir/qjs.wasm" main.c quickjs.c libregexp.c libunicode.c cutils.c libbf.c $QJS_LDFLAGS) >&2
-    log "qjs.wasm built in $((SECONDS - start)) s"
+    if [ -n "$WIZER" ]; then
+        # --allow-wasi: creating the context reads the clock (Math.random's
+        # seed, re-seeded at run time by main.c).
+        "$WIZER" --allow-wasi -o "$dir/qjs.pre.wasm" "$dir/qjs.wasm" >&2
+        mv "$dir/qjs.pre.wasm" "$dir/qjs.wasm"
+        QJS_PREINIT=true
+    else
+        QJS_PREINIT=false
+    fi
+    log "qjs.wasm built in $((SECONDS - start)) s (pre-initialised: $QJS_PREINIT)"
     mv "$dir/qjs.wasm" "$OUT/qjs.wasm.tmp"
     mv "$OUT/qjs.wasm.tmp" "$OUT/qjs.wasm"
     QJS_SOURCE_SHA=$(sha256sum "$sdist" | cut -d' ' -f1)
@@ -207,8 +241,8 @@ if [ -z "$ONLY" ] || [ "$ONLY" = qjs ]; then
     else
         build_qjs
         write_manifest qjs qjs.wasm module "$want" \
-            "{\"package\": \"pypi:quickjs\", \"version\": \"$QUICKJS_PYPI_VERSION\", \"sdist_sha256\": \"$QJS_SOURCE_SHA\", \"engine\": \"QuickJS $QJS_UPSTREAM\", \"toolchain\": \"$(clang --version | head -n1)\", \"wasi_libc\": \"$(dpkg-query -W -f '${Version}' wasi-libc 2>/dev/null)\"}" \
-            "clang --target=wasm32-wasi $QJS_CFLAGS -DCONFIG_VERSION=\"$QJS_UPSTREAM\" $QJS_LDFLAGS; patch guests/quickjs/wasi.patch"
+            "{\"package\": \"pypi:quickjs\", \"version\": \"$QUICKJS_PYPI_VERSION\", \"sdist_sha256\": \"$QJS_SOURCE_SHA\", \"engine\": \"QuickJS $QJS_UPSTREAM\", \"toolchain\": \"$(clang --version | head -n1)\", \"wasi_libc\": \"$(dpkg-query -W -f '${Version}' wasi-libc 2>/dev/null)\", \"preinitialized\": $QJS_PREINIT, \"wizer\": \"npm:@bytecodealliance/wizer@$WIZER_NPM_VERSION\"}" \
+            "clang --target=wasm32-wasi $QJS_CFLAGS -DCONFIG_VERSION=\"$QJS_UPSTREAM\" $QJS_LDFLAGS$([ "$QJS_PREINIT" = true ] && echo ' -DHUTCH_PREINIT; wizer --allow-wasi'); patch guests/quickjs/wasi.patch"
     fi
 fi
 

@@ -21,6 +21,9 @@
 
 #include "quickjs.h"
 
+/* from wasi.patch */
+void JS_ReseedRandom(JSContext *ctx);
+
 #ifndef HUTCH_QJS_VERSION
 #define HUTCH_QJS_VERSION "unknown"
 #endif
@@ -463,6 +466,60 @@ static void run_loop(JSRuntime *rt, JSContext *ctx)
     JS_FreeValue(ctx, tick);
 }
 
+/* ---- engine setup (at start, or once at build time when pre-initialised) -- */
+
+static JSRuntime *rt;
+static JSContext *ctx;
+static int engine_ready;
+
+/* Creates the runtime and context and runs the prelude. Nothing here may
+   depend on the instance's arguments, environment or files: with
+   HUTCH_PREINIT it runs inside wizer and its result is the snapshot. */
+static int init_engine(void)
+{
+    rt = JS_NewRuntime();
+    if (!rt) {
+        fprintf(stderr, "node: cannot allocate the JS runtime\n");
+        return -1;
+    }
+    ctx = JS_NewContext(rt);
+    if (!ctx) {
+        fprintf(stderr, "node: cannot allocate the JS context\n");
+        return -1;
+    }
+    JS_SetHostPromiseRejectionTracker(rt, track_rejection, NULL);
+    JS_SetModuleLoaderFunc(rt, NULL, load_module, NULL);
+
+    /* The prelude is a function expression taking the native bindings. */
+    JSValue natives = JS_NewObject(ctx);
+    JS_SetPropertyFunctionList(ctx, natives, hutch_funcs, sizeof hutch_funcs / sizeof hutch_funcs[0]);
+    JS_SetPropertyStr(ctx, natives, "version", JS_NewString(ctx, HUTCH_QJS_VERSION));
+    JSValue setup = JS_Eval(ctx, prelude_src, sizeof prelude_src - 1, "<hutch prelude>", JS_EVAL_TYPE_GLOBAL);
+    if (JS_IsException(setup))
+        die_uncaught(ctx);
+    JSValue global = JS_GetGlobalObject(ctx);
+    JSValue r = JS_Call(ctx, setup, global, 1, &natives);
+    if (JS_IsException(r))
+        die_uncaught(ctx);
+    JS_FreeValue(ctx, r);
+    JS_FreeValue(ctx, global);
+    JS_FreeValue(ctx, setup);
+    JS_FreeValue(ctx, natives);
+    engine_ready = 1;
+    return 0;
+}
+
+#ifdef HUTCH_PREINIT
+/* wizer calls this once at build time and snapshots the memory; `_start`
+   then finds the engine ready. libc constructors are not run here: `_start`
+   runs them at run time as usual. */
+__attribute__((export_name("wizer-initialize"))) void hutch_preinit(void)
+{
+    if (init_engine() != 0)
+        abort();
+}
+#endif
+
 /* ---- main ---------------------------------------------------------------- */
 
 static void usage(void)
@@ -542,25 +599,14 @@ int main(int argc, char **argv)
         args_from = i + 1;
     }
 
-    JSRuntime *rt = JS_NewRuntime();
-    if (!rt) {
-        fprintf(stderr, "node: cannot allocate the JS runtime\n");
-        return 70;
+    if (!engine_ready) {
+        if (init_engine() != 0)
+            return 70;
+    } else {
+        JS_ReseedRandom(ctx);
     }
-    JSContext *ctx = JS_NewContext(rt);
-    if (!ctx) {
-        fprintf(stderr, "node: cannot allocate the JS context\n");
-        return 70;
-    }
-    JS_SetHostPromiseRejectionTracker(rt, track_rejection, NULL);
-    JS_SetModuleLoaderFunc(rt, NULL, load_module, NULL);
 
-    /* The prelude is a function expression taking the native bindings. */
-    JSValue global = JS_GetGlobalObject(ctx);
-    JSValue natives = JS_NewObject(ctx);
-    JS_SetPropertyFunctionList(ctx, natives, hutch_funcs, sizeof hutch_funcs / sizeof hutch_funcs[0]);
-    JS_SetPropertyStr(ctx, natives, "version", JS_NewString(ctx, HUTCH_QJS_VERSION));
-
+    /* process.argv: [argv0, script?, args...], and process.env */
     JSValue args = JS_NewArray(ctx);
     uint32_t n = 0;
     JS_SetPropertyUint32(ctx, args, n++, JS_NewString(ctx, argc > 0 ? argv[0] : "node"));
@@ -568,8 +614,6 @@ int main(int argc, char **argv)
         JS_SetPropertyUint32(ctx, args, n++, JS_NewString(ctx, script));
     for (int k = args_from; k < argc; k++)
         JS_SetPropertyUint32(ctx, args, n++, JS_NewString(ctx, argv[k]));
-    JS_SetPropertyStr(ctx, natives, "argv", args);
-
     JSValue env = JS_NewObject(ctx);
     for (char **e = environ; e && *e; e++) {
         const char *eq = strchr(*e, '=');
@@ -579,17 +623,15 @@ int main(int argc, char **argv)
         JS_SetProperty(ctx, env, key, JS_NewString(ctx, eq + 1));
         JS_FreeAtom(ctx, key);
     }
-    JS_SetPropertyStr(ctx, natives, "env", env);
-
-    JSValue setup = JS_Eval(ctx, prelude_src, sizeof prelude_src - 1, "<hutch prelude>", JS_EVAL_TYPE_GLOBAL);
-    if (JS_IsException(setup))
+    JSValue start = prelude_fn(ctx, "start");
+    JSValue start_args[2] = {args, env};
+    JSValue sr = JS_Call(ctx, start, JS_UNDEFINED, 2, start_args);
+    if (JS_IsException(sr))
         die_uncaught(ctx);
-    JSValue r = JS_Call(ctx, setup, global, 1, &natives);
-    if (JS_IsException(r))
-        die_uncaught(ctx);
-    JS_FreeValue(ctx, r);
-    JS_FreeValue(ctx, setup);
-    JS_FreeValue(ctx, natives);
+    JS_FreeValue(ctx, sr);
+    JS_FreeValue(ctx, start);
+    JS_FreeValue(ctx, args);
+    JS_FreeValue(ctx, env);
 
     /* Load the user's code. */
     char *src = NULL;
@@ -645,7 +687,6 @@ int main(int argc, char **argv)
     JS_ToInt32(ctx, &exit_code, code);
     JS_FreeValue(ctx, code);
     JS_FreeValue(ctx, fin);
-    JS_FreeValue(ctx, global);
     fflush(stdout);
     fflush(stderr);
     /* The runtime is not torn down: the instance ends here anyway. */

@@ -1,6 +1,8 @@
 // hutch QuickJS guest prelude: the Node-like globals (console, process,
 // timers, a small require) on top of the natives main.c passes in.
-// The file is one function expression; main.c calls it with the natives.
+// The file is one function expression; main.c calls it with the natives,
+// possibly at build time (wizer snapshot): anything that depends on the
+// instance (argv, env, clocks) is set by __hutchInternal.start at run time.
 (function (native) {
   'use strict';
   const global = globalThis;
@@ -450,11 +452,11 @@
   // ---- process ----------------------------------------------------------
   const exitHandlers = [];
   const processObj = {
-    argv: native.argv,
-    argv0: native.argv[0],
-    execPath: native.argv[0],
+    argv: [],
+    argv0: 'node',
+    execPath: 'node',
     execArgv: [],
-    env: native.env,
+    env: {},
     exitCode: undefined,
     platform: 'wasi',
     arch: 'wasm32',
@@ -659,11 +661,20 @@
   define('require', require);
   define('module', { exports: {}, id: '.', loaded: false });
   define('exports', global.module.exports);
-  const start = native.now();
-  define('performance', { now: () => native.now() - start, timeOrigin: Date.now() - (native.now() - start) });
+  let startTime = 0;
+  const performanceObj = { now: () => native.now() - startTime, timeOrigin: 0 };
+  define('performance', performanceObj);
 
   // ---- hooks for main.c --------------------------------------------------
   define('__hutchInternal', {
+    start(argv, env) {
+      processObj.argv = argv;
+      processObj.argv0 = argv[0];
+      processObj.execPath = argv[0];
+      processObj.env = env;
+      startTime = native.now();
+      performanceObj.timeOrigin = Date.now();
+    },
     reportUncaught(err) {
       let text;
       if (err instanceof Error) text = errorText(err).replace(/^\[(.*)\]$/s, '$1');
