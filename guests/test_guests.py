@@ -60,7 +60,7 @@ class Host:
         path = os.path.join(self.dir, name)
         blob = open(path, "rb").read()
         key = hashlib.sha256(blob).hexdigest()[:16]
-        cache_dir = os.path.join(self.dir, ".cache", "wasmtime-py-" + wasmtime.__version__ if hasattr(wasmtime, "__version__") else "wasmtime-py")
+        cache_dir = os.path.join(self.dir, ".cache", "wasmtime-py")
         os.makedirs(cache_dir, exist_ok=True)
         cached = os.path.join(cache_dir, "%s-%s.cwasm" % (name, key))
         if os.path.exists(cached):
@@ -71,6 +71,9 @@ class Host:
         start = time.perf_counter()
         compiled = cls(self.engine, blob)
         sys.stderr.write("compiled %s in %.1f s\n" % (name, time.perf_counter() - start))
+        for old in os.listdir(cache_dir):  # artefacts of earlier builds
+            if old.startswith(name + "-") and old.endswith(".cwasm"):
+                os.remove(os.path.join(cache_dir, old))
         tmp = cached + ".tmp"
         with open(tmp, "wb") as f:
             f.write(compiled.serialize())
