@@ -129,10 +129,12 @@ sys.meta_path.append(_FINDER)
 for _name in _PRELOAD:
     __import__(_name)
 
+import atexit  # noqa: E402
 import linecache  # noqa: E402
 import random  # noqa: E402
 import runpy  # noqa: E402
 import traceback  # noqa: E402
+import types  # noqa: E402
 import warnings  # noqa: E402
 
 from wit_world import exports  # noqa: E402
@@ -266,8 +268,6 @@ def _run_main_code(code_obj, filename, main_globals):
 
 
 def _new_main(filename):
-    import types
-
     main = types.ModuleType("__main__")
     main.__file__ = filename
     main.__builtins__ = __builtins__
@@ -367,8 +367,6 @@ def main(argv):
 def _finish(code):
     """Runs atexit handlers, flushes, and reports the exit code to the host."""
     try:
-        import atexit
-
         atexit._run_exitfuncs()
     except Exception:
         pass
