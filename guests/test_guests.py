@@ -299,6 +299,15 @@ def test_js_stdin_program():
     assert js(stdin=b"console.log(6 * 7)")[:2] == (0, "42\n")
 
 
+def test_js_stdin_data():
+    prog = ("const rl = require('readline').createInterface({ input: process.stdin });"
+            "const lines = []; rl.on('line', (l) => lines.push(l)); rl.on('close', () => console.log(lines));")
+    assert js("-e", prog, stdin=b"a\nb\n")[:2] == (0, "[ 'a', 'b' ]\n")
+    prog = "let s = ''; process.stdin.on('data', (d) => s += d); process.stdin.on('end', () => console.log(s.toUpperCase()))"
+    assert js("-e", prog, stdin=b"abc")[:2] == (0, "ABC\n")
+    assert js("-e", "console.log(require('fs').readFileSync(0, 'utf8').length)", stdin=b"12345")[:2] == (0, "5\n")
+
+
 def test_js_env():
     assert js("-e", "console.log(process.env.GREETING)", env={"GREETING": "hi"})[:2] == (0, "hi\n")
 

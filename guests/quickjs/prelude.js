@@ -488,8 +488,89 @@
     emitWarning: (w) => emit(2, [`(node) Warning: ${w instanceof Error ? w.message : w}`]),
     stdout: { write: (s) => { write(1, String(s)); return true; }, isTTY: false, fd: 1 },
     stderr: { write: (s) => { write(2, String(s)); return true; }, isTTY: false, fd: 2 },
-    stdin: { fd: 0, isTTY: false },
+    stdin: null, // below
   };
+
+  // process.stdin as a one-shot event source: the whole of stdin is read
+  // (blocking) on the first turn of the loop after a listener is attached,
+  // then delivered as one 'data' event and 'end'.
+  function makeStdin() {
+    const listeners = { data: [], end: [], close: [], readable: [] };
+    let scheduled = false, done = false, buffered = null;
+    function deliver() {
+      if (buffered === null) buffered = native.readFile(0);
+      done = true;
+      if (buffered.length) for (const fn of listeners.data.slice()) fn(buffered);
+      for (const fn of listeners.end.slice()) fn();
+      for (const fn of listeners.close.slice()) fn();
+    }
+    const stdin = {
+      fd: 0, isTTY: false,
+      setEncoding() { return stdin; },
+      resume() { return stdin; },
+      pause() { return stdin; },
+      on(ev, fn) {
+        (listeners[ev] || (listeners[ev] = [])).push(fn);
+        if (!scheduled && !done && (ev === 'data' || ev === 'end')) {
+          scheduled = true;
+          addTimer(deliver, 0, [], false);
+        }
+        return stdin;
+      },
+      once(ev, fn) { return stdin.on(ev, fn); },
+      read() { if (buffered === null) buffered = native.readFile(0); const b = buffered; buffered = ''; return b || null; },
+      [Symbol.asyncIterator]() {
+        let given = false;
+        return { next: async () => {
+          if (given) return { done: true, value: undefined };
+          given = true;
+          const v = native.readFile(0);
+          return v.length ? { done: false, value: v } : { done: true, value: undefined };
+        } };
+      },
+    };
+    stdin.addListener = stdin.on;
+    return stdin;
+  }
+  processObj.stdin = makeStdin();
+
+  // readline.createInterface over process.stdin: 'line' per line, then 'close';
+  // also async iteration over lines.
+  function createInterface(opts) {
+    const input = (opts && opts.input) || processObj.stdin;
+    const handlers = { line: [], close: [] };
+    let text = null;
+    const rl = {
+      on(ev, fn) {
+        (handlers[ev] || (handlers[ev] = [])).push(fn);
+        if (ev === 'line' && text === null) {
+          text = '';
+          input.on('data', (d) => { text += d; });
+          input.on('end', () => {
+            const lines = text.split('\n');
+            if (lines.length && lines[lines.length - 1] === '') lines.pop();
+            for (const l of lines) for (const fn of handlers.line.slice()) fn(l.replace(/\r$/, ''));
+            for (const fn of handlers.close.slice()) fn();
+          });
+        }
+        return rl;
+      },
+      once(ev, fn) { return rl.on(ev, fn); },
+      close() { for (const fn of handlers.close.splice(0)) fn(); },
+      question(q, cb) {
+        write(1, q);
+        const all = native.readFile(0);
+        cb(all.split('\n')[0].replace(/\r$/, ''));
+      },
+      [Symbol.asyncIterator]() {
+        const lines = native.readFile(0).split('\n');
+        if (lines.length && lines[lines.length - 1] === '') lines.pop();
+        let i = 0;
+        return { next: async () => (i < lines.length ? { done: false, value: lines[i++].replace(/\r$/, '') } : { done: true, value: undefined }) };
+      },
+    };
+    return rl;
+  }
   function runExitHandlers(code) {
     const handlers = exitHandlers.splice(0);
     for (const h of handlers) h(code);
@@ -616,6 +697,7 @@
   const utilMod = { inspect, format, promisify, isDeepStrictEqual: (a, b) => JSON.stringify(a) === JSON.stringify(b) };
   const modules = {
     fs, path: pathMod, util: utilMod, process: processObj, console: consoleObj,
+    readline: { createInterface },
     timers: { setTimeout: global.setTimeout, setInterval: global.setInterval },
   };
   function require(name) {
@@ -659,6 +741,55 @@
   define('queueMicrotask', (fn) => { Promise.resolve().then(fn); });
   define('structuredClone', (v) => (v === undefined ? undefined : JSON.parse(JSON.stringify(v))));
   define('require', require);
+
+  // UTF-8 and base64 helpers Node and browsers share.
+  class TextEncoder {
+    get encoding() { return 'utf-8'; }
+    encode(str = '') {
+      const bin = unescape(encodeURIComponent(String(str)));
+      const out = new Uint8Array(bin.length);
+      for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+      return out;
+    }
+  }
+  class TextDecoder {
+    get encoding() { return 'utf-8'; }
+    decode(bytes) {
+      if (bytes === undefined) return '';
+      const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes.buffer || bytes);
+      let bin = '';
+      for (let i = 0; i < u8.length; i += 8192) bin += String.fromCharCode.apply(null, u8.subarray(i, i + 8192));
+      try { return decodeURIComponent(escape(bin)); } catch (e) { return bin; }
+    }
+  }
+  const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
+  function btoa(data) {
+    const s = String(data);
+    let out = '';
+    for (let i = 0; i < s.length; i += 3) {
+      const a = s.charCodeAt(i), b = s.charCodeAt(i + 1), c = s.charCodeAt(i + 2);
+      if (a > 255 || b > 255 || c > 255) throw new Error('Invalid character');
+      const n = (a << 16) | ((b || 0) << 8) | (c || 0);
+      out += B64[n >> 18] + B64[(n >> 12) & 63] + (i + 1 < s.length ? B64[(n >> 6) & 63] : '=') + (i + 2 < s.length ? B64[n & 63] : '=');
+    }
+    return out;
+  }
+  function atob(data) {
+    const s = String(data).replace(/[\t\n\f\r =]/g, '');
+    let out = '', bits = 0, acc = 0;
+    for (const ch of s) {
+      const v = B64.indexOf(ch);
+      if (v < 0) throw new Error('The string to be decoded is not correctly encoded.');
+      acc = (acc << 6) | v;
+      bits += 6;
+      if (bits >= 8) { bits -= 8; out += String.fromCharCode((acc >> bits) & 255); }
+    }
+    return out;
+  }
+  define('TextEncoder', TextEncoder);
+  define('TextDecoder', TextDecoder);
+  define('btoa', btoa);
+  define('atob', atob);
   define('module', { exports: {}, id: '.', loaded: false });
   define('exports', global.module.exports);
   let startTime = 0;
