@@ -161,6 +161,7 @@ def test_python_exit_codes():
     assert py("-c", "import sys; sys.exit(3)")[0] == 3
     assert py("-c", "raise SystemExit(0)")[0] == 0
     assert py("-c", "import sys; sys.exit(256 + 7)")[0] == 7
+    assert py("-c", "import os; print('x', flush=True); os._exit(5)")[:2] == (5, "x\n")
     code, _, err = py("-c", "import sys; sys.exit('bye')")
     assert (code, err) == (1, "bye\n")
 

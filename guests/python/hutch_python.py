@@ -140,6 +140,15 @@ import warnings  # noqa: E402
 from wit_world import exports  # noqa: E402
 from wit_world.imports import exit as wasi_exit  # noqa: E402
 
+
+
+def _os_exit(status):
+    """os._exit with the full status: libc's _Exit only tells ok from err."""
+    wasi_exit.exit_with_code(int(status) & 0xFF)
+
+
+os._exit = _os_exit
+
 # The build machine's paths are meaningless at run time.
 _BUILD_PATH = list(sys.path)
 sys.path[:] = []
