@@ -15,7 +15,7 @@ use crate::serve::Writer;
 use crate::sys;
 
 /// Marker appended to a stream when output passed the cap.
-pub const TRUNCATION_MARKER: &str = "\n[hutch: output truncated]\n";
+pub use hutch_proto::TRUNCATION_MARKER;
 
 /// How long to keep draining pipes held open by processes that survived a kill.
 const DRAIN_GRACE: Duration = Duration::from_millis(500);

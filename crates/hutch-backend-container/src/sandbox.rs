@@ -78,25 +78,7 @@ fn euid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
-/// `hutch-` and 12 lowercase hex digits: ids are checked before they become paths.
-pub fn is_sandbox_id(id: &str) -> bool {
-    id.strip_prefix("hutch-").is_some_and(|h| {
-        h.len() == 12 && h.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-    })
-}
-
-fn random_id() -> String {
-    let mut b = [0u8; 6];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        use std::io::Read;
-        let _ = f.read_exact(&mut b);
-    }
-    static N: AtomicU64 = AtomicU64::new(0);
-    let n = N.fetch_add(1, Ordering::Relaxed) as u8;
-    b[5] ^= n;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!("hutch-{hex}")
-}
+pub use hutch_core::is_sandbox_id;
 
 impl ContainerBackend {
     /// Checks the host (root, runtime binary, cgroups, agent) without running anything.
@@ -427,7 +409,7 @@ impl Backend for ContainerBackend {
         let mut timings = PhaseTimings::default();
         let t = Instant::now();
         spec.validate(self.shared.host)?;
-        let id = random_id();
+        let id = hutch_core::new_sandbox_id();
         let dir = self.shared.state_dir.join("sandboxes").join(&id);
         std::fs::create_dir_all(&dir)
             .map_err(|e| SandboxError::io(format!("cannot create {}", dir.display()), e))?;

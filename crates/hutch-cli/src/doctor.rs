@@ -5,6 +5,7 @@ use clap::Args;
 use hutch_agent_client::{is_static_elf, locate_agent};
 use hutch_backend_container::{CgroupLayout, ContainerBackend, ContainerConfig, RuntimeKind};
 use hutch_backend_process::ProcessBackend;
+use hutch_backend_wasm::{WasmBackend, WasmConfig};
 use hutch_core::{Availability, Backend};
 use serde_json::json;
 
@@ -150,6 +151,10 @@ async fn backend_checks() -> Vec<Availability> {
         };
         out.push(a);
     }
+    out.push(match WasmBackend::new(WasmConfig::default()) {
+        Ok(b) => b.availability().await,
+        Err(e) => unavailable("wasm".into(), e),
+    });
     out.push(match ProcessBackend::new() {
         Ok(b) => b.availability().await,
         Err(e) => unavailable("process".into(), e),

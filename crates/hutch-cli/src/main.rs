@@ -4,6 +4,7 @@
 mod backends;
 mod client;
 mod doctor;
+mod gateway;
 mod remote;
 mod run;
 mod serve;

@@ -485,6 +485,7 @@ impl ShapeArgs {
         if let Some(b) = self.backend {
             let name = match b {
                 BackendName::Container => "container",
+                BackendName::Wasm => "wasm",
                 BackendName::Process => "process",
             };
             m.insert("backend".into(), name.into());

@@ -163,13 +163,30 @@ pub async fn run(a: RunArgs) -> ExitCode {
     ExitCode::from(res.shell_code().clamp(0, 255) as u8)
 }
 
+/// `hutch run --backend wasm -- ./app.wasm`: the module is a file of the user's on the host;
+/// it is copied into the workspace, the only place a wasm sandbox runs modules from.
+async fn upload_host_module(sb: &dyn Sandbox, cmd: &mut [String]) -> Result<(), SandboxError> {
+    let Some(first) = cmd.first_mut() else { return Ok(()) };
+    let host = std::path::Path::new(first.as_str());
+    if !first.ends_with(".wasm") || first.starts_with("/workspace/") || !host.is_file() {
+        return Ok(());
+    }
+    let data = std::fs::read(host)
+        .map_err(|e| SandboxError::io(format!("cannot read {}", host.display()), e))?;
+    let name = host.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let guest = format!("/workspace/{name}");
+    sb.write_file(&guest, &data, Some(0o644)).await?;
+    *first = guest;
+    Ok(())
+}
+
 async fn run_in(sb: &mut dyn Sandbox, a: &RunArgs) -> Result<ExecResult, SandboxError> {
     sb.start().await?;
-    let mut req = if a.shell {
-        ExecRequest::shell(a.cmd.join(" "))
-    } else {
-        ExecRequest::argv(a.cmd.clone())
-    };
+    let mut cmd = a.cmd.clone();
+    if a.backend == BackendName::Wasm && !a.shell {
+        upload_host_module(sb, &mut cmd).await?;
+    }
+    let mut req = if a.shell { ExecRequest::shell(cmd.join(" ")) } else { ExecRequest::argv(cmd) };
     let stream_stdin = !std::io::stdin().is_terminal();
     req.stdin = if stream_stdin { StdinMode::Stream } else { StdinMode::Null };
     let mut p = sb.spawn(req, Vec::new()).await?;

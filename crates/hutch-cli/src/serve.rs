@@ -62,6 +62,8 @@ pub struct ServeArgs {
     pub require_keys: bool,
     #[arg(long, value_enum, env = "HUTCH_LOG_FORMAT", default_value = "json")]
     pub log_format: LogFormat,
+    #[command(flatten)]
+    pub gateway: crate::gateway::GatewayArgs,
 }
 
 fn config(a: &ServeArgs) -> Result<ServerConfig, String> {
@@ -92,6 +94,9 @@ pub async fn serve(a: ServeArgs) -> ExitCode {
     match a.log_format {
         LogFormat::Json => sub.json().init(),
         LogFormat::Text => sub.init(),
+    }
+    if a.gateway.gateway {
+        return crate::gateway::serve(&a.gateway).await;
     }
     let cfg = match config(&a) {
         Ok(c) => c,

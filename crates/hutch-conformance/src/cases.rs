@@ -1,8 +1,8 @@
 //! The cases. Each creates what it needs, checks one behaviour, and destroys its sandbox.
 use anyhow::{bail, ensure, Context, Result};
 use hutch_core::{
-    Backend, Discard, ExecRequest, ExecResult, FileKind, Limits, OutputEvent, Sandbox, SandboxSpec,
-    StdinMode,
+    Backend, Discard, ExecRequest, ExecResult, FileKind, GuestKind, Limits, OutputEvent, Sandbox,
+    SandboxSpec, StdinMode,
 };
 
 async fn started(b: &dyn Backend, spec: SandboxSpec) -> Result<Box<dyn Sandbox>> {
@@ -26,6 +26,29 @@ async fn sh(sb: &dyn Sandbox, script: &str) -> Result<ExecResult> {
     Ok(sb.exec(ExecRequest::shell(script), Vec::new(), &mut Discard).await?)
 }
 
+/// WebAssembly guests have no shell or POSIX tools: their cases say the same thing in Python,
+/// which both kinds of backend run.
+fn wasi(b: &dyn Backend) -> bool {
+    b.guest_kind() == GuestKind::Wasi
+}
+
+fn py(code: &str) -> ExecRequest {
+    ExecRequest::argv(["python3", "-c", code])
+}
+
+async fn run(sb: &dyn Sandbox, req: ExecRequest) -> Result<ExecResult> {
+    Ok(sb.exec(req, Vec::new(), &mut Discard).await?)
+}
+
+/// `echo TEXT` in the backend's dialect.
+async fn say(b: &dyn Backend, sb: &dyn Sandbox, text: &str) -> Result<ExecResult> {
+    if wasi(b) {
+        run(sb, py(&format!("print({text:?})"))).await
+    } else {
+        run(sb, ExecRequest::argv(["echo", text])).await
+    }
+}
+
 fn out(r: &ExecResult) -> String {
     String::from_utf8_lossy(&r.stdout).into_owned()
 }
@@ -34,8 +57,13 @@ pub async fn echo(b: &dyn Backend) -> Result<()> {
     let sandbox = started(b, SandboxSpec::default()).await?;
     let sb: &dyn Sandbox = &*sandbox;
     let r = async {
-        let r = sb.exec(ExecRequest::argv(["echo", "hello"]), Vec::new(), &mut Discard).await?;
-        ensure!(r.stdout == b"hello\n", "stdout {:?}", out(&r));
+        let r = say(b, sb, "hello").await?;
+        ensure!(
+            r.stdout == b"hello\n",
+            "stdout {:?} stderr {:?}",
+            out(&r),
+            String::from_utf8_lossy(&r.stderr)
+        );
         ensure!(r.status.exit_code == Some(0), "status {:?}", r.status);
         Ok(())
     }
@@ -48,7 +76,11 @@ pub async fn exit_codes(b: &dyn Backend) -> Result<()> {
     let sb: &dyn Sandbox = &*sandbox;
     let r = async {
         for code in [0, 1, 7, 42, 255] {
-            let r = sh(sb, &format!("exit {code}")).await?;
+            let r = if wasi(b) {
+                run(sb, py(&format!("import sys; sys.exit({code})"))).await?
+            } else {
+                sh(sb, &format!("exit {code}")).await?
+            };
             ensure!(r.status.exit_code == Some(code), "exit {code}: {:?}", r.status);
         }
         Ok(())
@@ -61,10 +93,18 @@ pub async fn killed_by_signal(b: &dyn Backend) -> Result<()> {
     let sandbox = started(b, SandboxSpec::default()).await?;
     let sb: &dyn Sandbox = &*sandbox;
     let r = async {
-        let r = sh(sb, "kill -TERM $$").await?;
-        ensure!(r.status.signal == Some(15) && r.status.exit_code.is_none(), "{:?}", r.status);
+        // a guest signalling itself: WASI has no kill(2), so only the host can signal a wasm guest
+        if !wasi(b) {
+            let r = sh(sb, "kill -TERM $$").await?;
+            ensure!(r.status.signal == Some(15) && r.status.exit_code.is_none(), "{:?}", r.status);
+        }
         // a signal sent from the host through the process handle
-        let mut p = sb.spawn(ExecRequest::argv(["sleep", "60"]), Vec::new()).await?;
+        let sleeper = if wasi(b) {
+            py("import time\nwhile True: time.sleep(1)")
+        } else {
+            ExecRequest::argv(["sleep", "60"])
+        };
+        let mut p = sb.spawn(sleeper, Vec::new()).await?;
         p.control().signal(2).await?;
         let st = loop {
             if let OutputEvent::Exited(st) = p.next_event().await? {
@@ -82,12 +122,20 @@ pub async fn stdin_inline_and_streamed(b: &dyn Backend) -> Result<()> {
     let sandbox = started(b, SandboxSpec::default()).await?;
     let sb: &dyn Sandbox = &*sandbox;
     let r = async {
-        let mut req = ExecRequest::argv(["cat"]);
+        let mut req = if wasi(b) {
+            py("import sys; sys.stdout.write(sys.stdin.read())")
+        } else {
+            ExecRequest::argv(["cat"])
+        };
         req.stdin = StdinMode::Inline;
         let r = sb.exec(req, b"inline input\n".to_vec(), &mut Discard).await?;
         ensure!(r.stdout == b"inline input\n", "inline: {:?}", out(&r));
 
-        let mut req = ExecRequest::shell("read a; read b; echo \"$b-$a\"");
+        let mut req = if wasi(b) {
+            py("a = input(); b = input(); print(f'{b}-{a}')")
+        } else {
+            ExecRequest::shell("read a; read b; echo \"$b-$a\"")
+        };
         req.stdin = StdinMode::Stream;
         let mut p = sb.spawn(req, Vec::new()).await?;
         let ctl = p.control();
@@ -107,7 +155,11 @@ pub async fn stdin_inline_and_streamed(b: &dyn Backend) -> Result<()> {
         }
         ensure!(got == b"second-first\n", "streamed: {:?}", String::from_utf8_lossy(&got));
         // no stdin: reads see end of file at once
-        let r = sh(sb, "cat; echo done").await?;
+        let r = if wasi(b) {
+            run(sb, py("import sys; sys.stdin.read(); print('done')")).await?
+        } else {
+            sh(sb, "cat; echo done").await?
+        };
         ensure!(r.stdout == b"done\n", "null stdin: {:?}", out(&r));
         Ok(())
     }
@@ -122,12 +174,20 @@ pub async fn env_is_passed(b: &dyn Backend) -> Result<()> {
     let sandbox = started(b, spec).await?;
     let sb: &dyn Sandbox = &*sandbox;
     let r = async {
-        let mut req = ExecRequest::shell("echo \"$FROM_SPEC|$FROM_EXEC|$OVERRIDDEN|$HOME\"");
+        let mut req = if wasi(b) {
+            py("import os; print('|'.join(os.environ.get(k, '') for k in ['FROM_SPEC', 'FROM_EXEC', 'OVERRIDDEN', 'HOME']))")
+        } else {
+            ExecRequest::shell("echo \"$FROM_SPEC|$FROM_EXEC|$OVERRIDDEN|$HOME\"")
+        };
         req.env.insert("FROM_EXEC".into(), "exec value".into());
         req.env.insert("OVERRIDDEN".into(), "new".into());
         let r = sb.exec(req, Vec::new(), &mut Discard).await?;
         ensure!(out(&r) == "spec value|exec value|new|/workspace\n", "{:?}", out(&r));
-        let r = sh(sb, "env | grep -c HUTCH_HOST_SECRET || true").await?;
+        let r = if wasi(b) {
+            run(sb, py("import os; print(sum('HUTCH_HOST_SECRET' in k for k in os.environ))")).await?
+        } else {
+            sh(sb, "env | grep -c HUTCH_HOST_SECRET || true").await?
+        };
         ensure!(out(&r).trim() == "0", "host environment leaked: {:?}", out(&r));
         Ok(())
     }
@@ -139,13 +199,25 @@ pub async fn cwd_default_and_override(b: &dyn Backend) -> Result<()> {
     let sandbox = started(b, SandboxSpec::default()).await?;
     let sb: &dyn Sandbox = &*sandbox;
     let r = async {
-        let r = sh(sb, "pwd").await?;
-        ensure!(out(&r) == "/workspace\n", "default cwd {:?}", out(&r));
-        let mut req = ExecRequest::argv(["pwd"]);
-        req.cwd = Some("/tmp".into());
+        // a wasm sandbox has no /tmp: its override goes to a directory of the workspace
+        let (pwd, other) = if wasi(b) {
+            sb.make_dir("/workspace/sub", false).await?;
+            (py("import os; print(os.getcwd())"), "/workspace/sub")
+        } else {
+            (ExecRequest::argv(["pwd"]), "/tmp")
+        };
+        let r = run(sb, pwd.clone()).await?;
+        ensure!(
+            out(&r) == "/workspace\n",
+            "default cwd {:?} {:?}",
+            out(&r),
+            String::from_utf8_lossy(&r.stderr)
+        );
+        let mut req = pwd.clone();
+        req.cwd = Some(other.into());
         let r = sb.exec(req, Vec::new(), &mut Discard).await?;
-        ensure!(out(&r) == "/tmp\n", "cwd override {:?}", out(&r));
-        let mut req = ExecRequest::argv(["pwd"]);
+        ensure!(out(&r) == format!("{other}\n"), "cwd override {:?}", out(&r));
+        let mut req = pwd;
         req.cwd = Some("/does/not/exist".into());
         ensure!(
             sb.exec(req, Vec::new(), &mut Discard).await.is_err(),
@@ -162,7 +234,11 @@ pub async fn output_is_capped_with_marker(b: &dyn Backend) -> Result<()> {
     let sb: &dyn Sandbox = &*sandbox;
     let r = async {
         let cap = Limits::default().output_bytes as usize;
-        let r = sh(sb, "head -c 5000000 /dev/zero | tr '\\0' a; echo tail >&2").await?;
+        let r = if wasi(b) {
+            run(sb, py("import sys; sys.stdout.write('a' * 5000000); sys.stdout.flush(); sys.stderr.write('tail\\n')")).await?
+        } else {
+            sh(sb, "head -c 5000000 /dev/zero | tr '\\0' a; echo tail >&2").await?
+        };
         ensure!(r.status.stdout_truncated, "{:?}", r.status);
         ensure!(r.status.stdout_bytes == 5_000_000, "counted {}", r.status.stdout_bytes);
         ensure!(
@@ -184,14 +260,22 @@ pub async fn timeout_kills_the_tree(b: &dyn Backend) -> Result<()> {
     let sandbox = started(b, SandboxSpec::default()).await?;
     let sb: &dyn Sandbox = &*sandbox;
     let r = async {
-        let mut req =
-            ExecRequest::shell("sleep 1000 & sh -c 'sleep 1001 & wait' & echo started; wait");
+        let mut req = if wasi(b) {
+            py("print('started', flush=True)\nwhile True: pass")
+        } else {
+            ExecRequest::shell("sleep 1000 & sh -c 'sleep 1001 & wait' & echo started; wait")
+        };
         req.timeout_ms = Some(1000);
         let t = std::time::Instant::now();
         let r = sb.exec(req, Vec::new(), &mut Discard).await?;
         ensure!(r.status.timed_out, "{:?}", r.status);
         ensure!(t.elapsed().as_secs() < 10, "took {:?}", t.elapsed());
         ensure!(out(&r) == "started\n", "{:?}", out(&r));
+        if wasi(b) {
+            // one instance per command: nothing else runs; the sandbox answers at once
+            ensure!(say(b, sb, "next").await?.stdout == b"next\n", "usable after the timeout");
+            return Ok(());
+        }
         let r = sh(
             sb,
             "for p in /proc/[0-9]*; do cat $p/comm 2>/dev/null; done | grep -c '^sleep' || true",
@@ -210,7 +294,7 @@ pub async fn memory_bomb_is_oom(b: &dyn Backend) -> Result<()> {
     let sandbox = started(b, spec).await?;
     let sb: &dyn Sandbox = &*sandbox;
     let r = async {
-        let r = sh(sb, "python3 -c \"x = b'a' * (1 << 30); print(len(x))\"").await?;
+        let r = run(sb, py("x = b'a' * (1 << 30); print(len(x))")).await?;
         ensure!(
             r.status.oom_killed,
             "expected an out-of-memory result, got {:?} stderr {:?}",
@@ -218,7 +302,7 @@ pub async fn memory_bomb_is_oom(b: &dyn Backend) -> Result<()> {
             String::from_utf8_lossy(&r.stderr)
         );
         ensure!(r.outcome().to_string().contains("out of memory"), "{}", r.outcome());
-        let r = sh(sb, "echo still alive").await?;
+        let r = say(b, sb, "still alive").await?;
         ensure!(out(&r) == "still alive\n", "sandbox unusable after OOM: {:?}", r.status);
         Ok(())
     }
@@ -227,6 +311,9 @@ pub async fn memory_bomb_is_oom(b: &dyn Backend) -> Result<()> {
 }
 
 pub async fn fork_bomb_is_contained(b: &dyn Backend) -> Result<()> {
+    if wasi(b) {
+        return run_bomb_is_contained(b).await;
+    }
     let sandbox = started(b, SandboxSpec::default()).await?;
     let sb: &dyn Sandbox = &*sandbox;
     let r = async {
@@ -257,13 +344,51 @@ pub async fn fork_bomb_is_contained(b: &dyn Backend) -> Result<()> {
     finish(sandbox, r).await
 }
 
+/// WebAssembly has no fork: the nearest bomb is starting runs faster than they end. The pids
+/// limit caps the live runs of a sandbox; past it a spawn fails, and the sandbox recovers.
+async fn run_bomb_is_contained(b: &dyn Backend) -> Result<()> {
+    let mut spec = SandboxSpec::default();
+    spec.limits.pids = 8;
+    let sandbox = started(b, spec).await?;
+    let sb: &dyn Sandbox = &*sandbox;
+    let r = async {
+        let mut live = Vec::new();
+        let refused = loop {
+            match sb.spawn(py("import time; time.sleep(30)"), Vec::new()).await {
+                Ok(p) => live.push(p),
+                Err(e) => break e.to_string(),
+            }
+            ensure!(live.len() <= 8, "{} live runs: the pids limit did not hold", live.len());
+        };
+        ensure!(live.len() == 8, "refused after {} runs: {refused}", live.len());
+        ensure!(refused.to_lowercase().contains("resource temporarily unavailable"), "{refused}");
+        for p in &live {
+            p.control().signal(9).await?;
+        }
+        for mut p in live {
+            while !matches!(p.next_event().await?, OutputEvent::Exited(_)) {}
+        }
+        ensure!(say(b, sb, "alive").await?.stdout == b"alive\n", "no recovery after the bomb");
+        Ok(())
+    }
+    .await;
+    finish(sandbox, r).await
+}
+
 pub async fn network_is_unreachable(b: &dyn Backend) -> Result<()> {
     let sandbox = started(b, SandboxSpec::default()).await?;
     let sb: &dyn Sandbox = &*sandbox;
     let r = async {
-        let r = sh(sb, "python3 -c \"import socket; s=socket.socket(); s.settimeout(3); s.connect(('1.1.1.1', 80))\"").await?;
+        let r = run(sb, py("import socket; s=socket.socket(); s.settimeout(3); s.connect(('1.1.1.1', 80))")).await?;
         ensure!(r.status.exit_code != Some(0), "outbound connect succeeded");
         let err = String::from_utf8_lossy(&r.stderr);
+        if wasi(b) {
+            // WASI sockets exist but every address is refused by the host, loopback included
+            ensure!(err.contains("Error"), "{err}");
+            let r = run(sb, py("import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); print('listening')")).await?;
+            ensure!(r.status.exit_code != Some(0) && out(&r).is_empty(), "loopback listen was allowed: {:?}", out(&r));
+            return Ok(());
+        }
         ensure!(err.contains("unreachable") || err.contains("Network"), "{err}");
         let r = sh(sb, "cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '").await?;
         ensure!(out(&r) == "lo\n", "interfaces: {:?}", out(&r));
@@ -281,11 +406,17 @@ pub async fn root_is_read_only(b: &dyn Backend) -> Result<()> {
     let sb: &dyn Sandbox = &*sandbox;
     let r = async {
         for path in ["/hutch-test", "/usr/hutch-test", "/etc/hutch-test", "/bin/hutch-test"] {
-            let r = sh(sb, &format!("echo x > {path}")).await?;
+            let r = if wasi(b) {
+                run(sb, py(&format!("open({path:?}, 'w').write('x')"))).await?
+            } else {
+                sh(sb, &format!("echo x > {path}")).await?
+            };
             ensure!(r.status.exit_code != Some(0), "write to {path} succeeded");
             let err = String::from_utf8_lossy(&r.stderr);
+            // outside its preopened directory a WASI guest finds nothing at all
             ensure!(
-                err.contains("Read-only") || err.contains("Permission denied"),
+                err.contains("Read-only") || err.contains("Permission denied")
+                    || (wasi(b) && (err.contains("No such file") || err.contains("not capable"))),
                 "{path}: {err}"
             );
         }
@@ -293,8 +424,12 @@ pub async fn root_is_read_only(b: &dyn Backend) -> Result<()> {
             sb.write_file("/etc/passwd", b"x", None).await.is_err(),
             "agent file write to /etc must fail"
         );
-        let r =
-            sh(sb, "echo ok > /workspace/f && echo ok > /tmp/f && cat /workspace/f /tmp/f").await?;
+        let r = if wasi(b) {
+            // no /tmp in a wasm sandbox: the workspace twice
+            run(sb, py("p='/workspace/f'; open(p, 'w').write('ok\\n'); open('g', 'w').write('ok\\n'); print(open(p).read() + open('/workspace/g').read(), end='')")).await?
+        } else {
+            sh(sb, "echo ok > /workspace/f && echo ok > /tmp/f && cat /workspace/f /tmp/f").await?
+        };
         ensure!(
             out(&r) == "ok\nok\n",
             "workspace and /tmp are writable: {:?}",
@@ -316,11 +451,23 @@ pub async fn host_files_are_invisible(b: &dyn Backend) -> Result<()> {
             let sb: &dyn Sandbox = &*sandbox;
             let m = &marker;
             let r = async {
-                let r = sh(sb, &format!("cat {m}")).await?;
+                let r = if wasi(b) {
+                    run(sb, py(&format!("print(open({m:?}).read())"))).await?
+                } else {
+                    sh(sb, &format!("cat {m}")).await?
+                };
                 ensure!(
                     r.status.exit_code != Some(0) && !out(&r).contains("secret"),
                     "host /tmp file visible"
                 );
+                if wasi(b) {
+                    for dir in ["/", "/root", "/home", "/etc", "/proc", "/run/hutch", "/var/lib"] {
+                        let r =
+                            run(sb, py(&format!("import os; print(os.listdir({dir:?}))"))).await?;
+                        ensure!(r.status.exit_code != Some(0), "{dir} is visible: {:?}", out(&r));
+                    }
+                    return Ok(());
+                }
                 for dir in ["/root", "/home", "/mnt", "/opt"] {
                     let r = sh(sb, &format!("ls -A {dir}")).await?;
                     ensure!(out(&r).is_empty(), "{dir} shows host content: {:?}", out(&r));
@@ -367,7 +514,11 @@ pub async fn files_round_trip_10mib(b: &dyn Backend) -> Result<()> {
         let back = sb.read_file("/workspace/blob.bin").await?;
         ensure!(back.len() == data.len(), "length {} != {}", back.len(), data.len());
         ensure!(back == data, "content differs");
-        let r = sh(sb, "wc -c < /workspace/blob.bin").await?;
+        let r = if wasi(b) {
+            run(sb, py("import os; print(os.path.getsize('/workspace/blob.bin'))")).await?
+        } else {
+            sh(sb, "wc -c < /workspace/blob.bin").await?
+        };
         ensure!(out(&r).trim() == data.len().to_string(), "size inside {:?}", out(&r));
         let st = sb.stat("/workspace/blob.bin").await?;
         ensure!(
@@ -375,7 +526,11 @@ pub async fn files_round_trip_10mib(b: &dyn Backend) -> Result<()> {
             "{st:?}"
         );
         // bytes the guest writes come back exactly too
-        let r = sh(sb, "printf '\\000\\001\\377binary' > /workspace/g.bin").await?;
+        let r = if wasi(b) {
+            run(sb, py("open('/workspace/g.bin', 'wb').write(b'\\x00\\x01\\xffbinary')")).await?
+        } else {
+            sh(sb, "printf '\\000\\001\\377binary' > /workspace/g.bin").await?
+        };
         ensure!(r.status.exit_code == Some(0), "{:?}", r.status);
         ensure!(sb.read_file("/workspace/g.bin").await? == b"\x00\x01\xffbinary", "guest bytes");
         ensure!(
@@ -450,7 +605,7 @@ pub async fn command_not_found_is_an_error(b: &dyn Backend) -> Result<()> {
             Err(e) => ensure!(e.to_string().contains("not found"), "{e}"),
             Ok(r) => bail!("ran: {:?}", r.status),
         }
-        let r = sh(sb, "echo still fine").await?;
+        let r = say(b, sb, "still fine").await?;
         ensure!(out(&r) == "still fine\n", "{:?}", r.status);
         Ok(())
     }
@@ -463,7 +618,11 @@ pub async fn concurrent_execs_in_one_sandbox(b: &dyn Backend) -> Result<()> {
     let sb: &dyn Sandbox = &*sandbox;
     let r = async {
         let runs = (0..8).map(|i| async move {
-            let r = sh(sb, &format!("sleep 0.2; echo {i}")).await?;
+            let r = if wasi(b) {
+                run(sb, py(&format!("import time; time.sleep(0.2); print({i})"))).await?
+            } else {
+                sh(sb, &format!("sleep 0.2; echo {i}")).await?
+            };
             ensure!(out(&r) == format!("{i}\n"), "exec {i}: {:?}", out(&r));
             Ok::<_, anyhow::Error>(())
         });
@@ -514,7 +673,7 @@ pub async fn sequential_sandboxes_leave_nothing_behind(b: &dyn Backend) -> Resul
     for i in 0..100 {
         let sb =
             started(b, SandboxSpec::default()).await.with_context(|| format!("sandbox {i}"))?;
-        let r = sb.exec(ExecRequest::argv(["echo", "x"]), Vec::new(), &mut Discard).await;
+        let r = say(b, &*sb, "x").await;
         sb.destroy().await.with_context(|| format!("destroy {i}"))?;
         ensure!(r?.stdout == b"x\n", "sandbox {i} output");
     }
@@ -578,7 +737,12 @@ pub async fn file_paths_are_confined(b: &dyn Backend) -> Result<()> {
     let sandbox = started(b, SandboxSpec::default()).await?;
     let sb: &dyn Sandbox = &*sandbox;
     let r = async {
-        let r = sh(sb, "ln -s /etc /workspace/etc-link && ln -s /workspace/real /workspace/in-link && mkdir /workspace/real").await?;
+        let r = if wasi(b) {
+            // a guest can plant a link that points out; WASI itself never follows it out
+            run(sb, py("import os; os.symlink('../../../etc', '/workspace/etc-link'); os.mkdir('/workspace/real'); os.symlink('real', '/workspace/in-link')")).await?
+        } else {
+            sh(sb, "ln -s /etc /workspace/etc-link && ln -s /workspace/real /workspace/in-link && mkdir /workspace/real").await?
+        };
         ensure!(r.status.exit_code == Some(0), "setup: {:?}", String::from_utf8_lossy(&r.stderr));
         for bad in ["/workspace/../etc/hutch-x", "/etc/hutch-x", "/usr/hutch-x", "/workspace/etc-link/hutch-x", "../x"] {
             match sb.write_file(bad, b"x", None).await {
@@ -593,7 +757,9 @@ pub async fn file_paths_are_confined(b: &dyn Backend) -> Result<()> {
         ensure!(sb.read_file("/workspace/real/ok.txt").await? == b"ok", "write through an inside symlink");
         ensure!(sb.stat("/workspace/etc-link").await?.kind == FileKind::Symlink, "stat of the link itself");
         sb.remove("/workspace/etc-link", false).await?;
-        sb.write_file("/tmp/scratch", b"t", None).await?;
+        if !wasi(b) {
+            sb.write_file("/tmp/scratch", b"t", None).await?;
+        }
         Ok(())
     }
     .await;
@@ -603,6 +769,9 @@ pub async fn file_paths_are_confined(b: &dyn Backend) -> Result<()> {
 /// A reset sandbox keeps nothing of its previous user: files in the workspace, /tmp and
 /// /dev/shm, processes (also ones that left their session), System V IPC objects, environment.
 pub async fn reset_leaves_nothing_behind(b: &dyn Backend) -> Result<()> {
+    if wasi(b) {
+        return reset_leaves_nothing_behind_wasi(b).await;
+    }
     let sandbox = started(b, SandboxSpec::default()).await?;
     let sb: &dyn Sandbox = &*sandbox;
     let r = async {
@@ -627,6 +796,37 @@ pub async fn reset_leaves_nothing_behind(b: &dyn Backend) -> Result<()> {
         // still fully usable
         sb.write_file("/workspace/new", b"n", None).await?;
         ensure!(sh(sb, "cat /workspace/new").await?.stdout == b"n", "usable after reset");
+        Ok(())
+    }
+    .await;
+    finish(sandbox, r).await
+}
+
+/// The wasm form: the workspace (files, links) and live runs are what a user can leave behind.
+async fn reset_leaves_nothing_behind_wasi(b: &dyn Backend) -> Result<()> {
+    let sandbox = started(b, SandboxSpec::default()).await?;
+    let sb: &dyn Sandbox = &*sandbox;
+    let r = async {
+        let r = run(sb, py("import os; open('/workspace/s', 'w').write('secret'); os.makedirs('/workspace/d/e'); os.symlink('s', '/workspace/link'); print('done')")).await?;
+        ensure!(out(&r) == "done\n", "setup: {:?}", String::from_utf8_lossy(&r.stderr));
+        let mut sleeper = sb.spawn(py("import time; time.sleep(300)"), Vec::new()).await?;
+        let report = sb.reset().await?;
+        ensure!(report.is_clean(), "reset left {report:?}");
+        let ended = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            loop {
+                if let OutputEvent::Exited(st) = sleeper.next_event().await? {
+                    return Ok::<_, anyhow::Error>(st);
+                }
+            }
+        })
+        .await
+        .context("the sleeper survived the reset")??;
+        ensure!(ended.signal.is_some(), "{ended:?}");
+        let r = run(sb, py("import os; print(os.listdir('/workspace'))")).await?;
+        ensure!(out(&r) == "[]\n", "after reset: {:?}", out(&r));
+        sb.write_file("/workspace/new", b"n", None).await?;
+        let r = run(sb, py("print(open('/workspace/new').read())")).await?;
+        ensure!(r.stdout == b"n\n", "usable after reset");
         Ok(())
     }
     .await;

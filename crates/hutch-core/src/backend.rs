@@ -62,10 +62,25 @@ impl Availability {
     }
 }
 
+/// What kind of programs a backend's sandboxes run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GuestKind {
+    /// A Linux userland: processes, a shell, signals, /proc.
+    Posix,
+    /// WebAssembly (WASI): one instance per command, no shell, no fork, only the workspace.
+    Wasi,
+}
+
 #[async_trait]
 pub trait Backend: Send + Sync {
     /// Stable name, e.g. `container:crun`.
     fn name(&self) -> String;
+
+    /// What its sandboxes run; callers that need a shell check this first.
+    fn guest_kind(&self) -> GuestKind {
+        GuestKind::Posix
+    }
 
     /// Really tries to run something (a file descriptor or a binary on PATH proves nothing).
     async fn availability(&self) -> Availability;

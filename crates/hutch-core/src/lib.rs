@@ -11,11 +11,14 @@ pub mod backend;
 pub mod context;
 pub mod error;
 pub mod exec;
+pub mod ids;
 pub mod spec;
 pub mod timing;
 pub mod units;
 
-pub use backend::{Availability, Backend, FileOps, Process, ProcessControl, ResetReport, Sandbox};
+pub use backend::{
+    Availability, Backend, FileOps, GuestKind, Process, ProcessControl, ResetReport, Sandbox,
+};
 pub use context::{
     CodeError, ContextInfo, ContextOps, RichResult, RunEvent, RunOutput, RunSummary,
 };
@@ -28,5 +31,6 @@ pub use hutch_proto::{
     DirEntry, ErrorCode as AgentErrorCode, FileKind, FileStat,
     PROTOCOL_VERSION as AGENT_PROTOCOL_VERSION,
 };
+pub use ids::{is_sandbox_id, new_sandbox_id};
 pub use spec::{HostCapacity, Image, Limits, NetworkPolicy, SandboxSpec, UserSpec};
 pub use timing::{Phase, PhaseTimings};

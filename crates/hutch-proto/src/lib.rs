@@ -19,3 +19,6 @@ pub const PROTOCOL_VERSION: u32 = 1;
 
 /// Largest payload a single file chunk carries; bigger files are moved in several requests.
 pub const FILE_CHUNK: usize = 4 * 1024 * 1024;
+
+/// Appended once to a stream whose output passed the exec's `output_limit`.
+pub const TRUNCATION_MARKER: &str = "\n[hutch: output truncated]\n";

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use hutch_backend_container::{ContainerBackend, ContainerConfig, RuntimeKind};
 use hutch_backend_process::ProcessBackend;
+use hutch_backend_wasm::{WasmBackend, WasmConfig};
 use hutch_core::{Backend, HostCapacity, Image, SandboxSpec};
 use hutch_store::{now_ms, KeyRow, ListFilter, SandboxRow, SandboxState, Store, StoreError};
 use serde_json::json;
@@ -125,6 +126,16 @@ impl Daemon {
                     tracing::warn!(backend = kind.name(), error = %e, "backend unavailable");
                     unavailable.insert(format!("container:{}", kind.name()), unavailable_reason(e));
                 }
+            }
+        }
+        let wasm = WasmConfig { state_dir: cfg.state_dir.clone(), ..Default::default() };
+        match WasmBackend::new(wasm) {
+            Ok(b) => {
+                backends.insert("wasm".into(), Arc::new(b));
+            }
+            Err(e) => {
+                tracing::warn!(backend = "wasm", error = %e, "backend unavailable");
+                unavailable.insert("wasm".into(), unavailable_reason(e));
             }
         }
         match ProcessBackend::new() {
@@ -377,6 +388,10 @@ impl Daemon {
                     "unknown runtime {other:?}: use crun or runc"
                 )))
             }
+            ("wasm", None) => "wasm".to_string(),
+            ("wasm", Some(_)) => {
+                return Err(ApiError::bad_request("runtime applies to the container backend only"))
+            }
             ("process", None) if caller.admin => "process".to_string(),
             ("process", None) => {
                 return Err(ApiError::forbidden(
@@ -388,7 +403,7 @@ impl Daemon {
             }
             (other, _) => {
                 return Err(ApiError::bad_request(format!(
-                    "unknown backend {other:?}: use container or process"
+                    "unknown backend {other:?}: use container, wasm or process"
                 )))
             }
         };
