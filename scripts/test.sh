@@ -15,14 +15,20 @@ cargo fmt --all -- --check
 echo "== static guest agent" >&2
 HUTCH_AGENT="$(bash scripts/build-agent.sh)"
 export HUTCH_AGENT
+
+echo "== WebAssembly guests (CPython, QuickJS) and the gateway handler" >&2
+HUTCH_WASM_GUESTS="$(bash scripts/build-wasm-guests.sh | tail -n 1)"
+export HUTCH_WASM_GUESTS
+mapfile -t handlers < <(bash scripts/build-gateway-handler.sh)
+export HUTCH_GATEWAY_NATIVE="${handlers[0]}" HUTCH_GATEWAY_WASM="${handlers[1]}"
 export HUTCH_STATE_DIR="${HUTCH_STATE_DIR:-/run/hutch-test}"
 
 echo "== unit and integration tests" >&2
 cargo test --workspace --quiet 2>&1 | tee -a "$log"
 
-echo "== conformance suite (crun, runc), the daemon, end-to-end CLI (root)" >&2
+echo "== conformance suite (crun, runc, wasm), the daemon, the gateway, end-to-end CLI (root)" >&2
 # one case at a time: the leak checks compare whole-host snapshots
-cargo test --quiet -p hutch-conformance -p hutch-server -p hutch-cli -- --include-ignored --test-threads=1 2>&1 | tee -a "$log"
+cargo test --quiet -p hutch-conformance -p hutch-server -p hutch-gateway -p hutch-cli -- --include-ignored --test-threads=1 2>&1 | tee -a "$log"
 
 echo "== SDKs against a real daemon" >&2
 cargo build --quiet -p hutch-cli
@@ -34,7 +40,7 @@ bash scripts/run-examples.sh
 
 echo "== benchmark smoke run" >&2
 cargo build --quiet -p hutch-cli
-for suite in cold pool runner; do
+for suite in cold pool runner wasm gateway; do
   "$target/debug/hutch" bench --smoke --out "$target/bench-smoke" "$suite"
 done
 # one closing line over every test run above (cargo, pytest, node --test)

@@ -4,12 +4,14 @@
 #![forbid(unsafe_code)]
 
 mod cold;
+mod gateway;
 mod http;
 mod pool;
 mod report;
 mod runner;
 mod snapshot;
 pub mod stats;
+mod wasm;
 
 use std::path::PathBuf;
 
@@ -41,6 +43,10 @@ pub enum Suite {
     Pool(pool::PoolArgs),
     /// Code contexts: warm snippets in-process and over the API, cold context creation, fresh exec
     Runner(runner::RunnerArgs),
+    /// The wasm backend: instance acquisition from the pool, fresh Python/JavaScript instances vs container exec
+    Wasm(wasm::WasmArgs),
+    /// HTTP gateway with wrk: native, process, wasm, wasmtime CLI and container handlers per request
+    Gateway(gateway::GatewayArgs),
 }
 
 pub async fn main(a: BenchArgs) -> anyhow::Result<()> {
@@ -50,5 +56,7 @@ pub async fn main(a: BenchArgs) -> anyhow::Result<()> {
         Suite::Cold(c) => cold::run(c, iterations, warmup, &a.out).await,
         Suite::Pool(p) => pool::run(p, iterations, warmup, &a.out).await,
         Suite::Runner(r) => runner::run(r, iterations, warmup, &a.out).await,
+        Suite::Wasm(w) => wasm::run(w, iterations, warmup, &a.out).await,
+        Suite::Gateway(g) => gateway::run(g, iterations, a.smoke, &a.out).await,
     }
 }

@@ -284,9 +284,12 @@ async fn run_wasm(
         memory: Arc::new(AtomicU64::new(0)),
         memory_limit: gw.config.memory_bytes,
     };
-    let r = tokio::time::timeout(gw.config.timeout, run::run(&gw.engine, inv))
-        .await
-        .map_err(|_| timeout(gw))?;
+    let r = match tokio::time::timeout(gw.config.timeout, run::run(&gw.engine, inv)).await {
+        Ok(r) => r,
+        // a guest that ignores write errors keeps flooding until the deadline
+        Err(_) if stdout.totals().truncated => return Err(output_exceeded(gw)),
+        Err(_) => return Err(timeout(gw)),
+    };
     match r.end {
         RunEnd::Exited(0) => Ok(Bytes::from(stdout.take())),
         _ if stdout.totals().truncated => Err(output_exceeded(gw)),
