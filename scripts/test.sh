@@ -26,9 +26,13 @@ export HUTCH_STATE_DIR="${HUTCH_STATE_DIR:-/run/hutch-test}"
 echo "== unit and integration tests" >&2
 cargo test --workspace --quiet 2>&1 | tee -a "$log"
 
-echo "== conformance suite (crun, runc, wasm), the daemon, the gateway, end-to-end CLI (root)" >&2
+echo "== conformance suite (crun, runc), the daemon, the gateway, end-to-end CLI (root)" >&2
 # one case at a time: the leak checks compare whole-host snapshots
-cargo test --quiet -p hutch-conformance -p hutch-server -p hutch-gateway -p hutch-cli -- --include-ignored --test-threads=1 2>&1 | tee -a "$log"
+cargo test --quiet -p hutch-conformance --test container -- --include-ignored --test-threads=1 2>&1 | tee -a "$log"
+cargo test --quiet -p hutch-server -p hutch-gateway -p hutch-cli -- --include-ignored --test-threads=1 2>&1 | tee -a "$log"
+
+echo "== conformance suite on the wasm backend (release: wasmtime unoptimised is 100x slower)" >&2
+cargo test --quiet --release -p hutch-conformance --test wasm -- --include-ignored --test-threads=1 2>&1 | tee -a "$log"
 
 echo "== SDKs against a real daemon" >&2
 cargo build --quiet -p hutch-cli

@@ -137,6 +137,66 @@ impl Workspace {
         left
     }
 
+    /// Whether following `rel` passes through a symlink that leads outside the workspace (or
+    /// loops). cap-std refuses to follow such a link anyway; this lets the error name the reason
+    /// instead of a misleading errno.
+    fn escapes(&self, rel: &Path) -> bool {
+        fn push_rev(todo: &mut Vec<std::ffi::OsString>, p: &Path) {
+            let parts: Vec<std::ffi::OsString> = p
+                .components()
+                .filter_map(|c| match c {
+                    Component::Normal(n) => Some(n.to_owned()),
+                    Component::ParentDir => Some("..".into()),
+                    _ => None,
+                })
+                .collect();
+            todo.extend(parts.into_iter().rev());
+        }
+        let mut todo = Vec::new();
+        push_rev(&mut todo, rel);
+        let mut cur = PathBuf::new();
+        let mut hops = 0;
+        while let Some(name) = todo.pop() {
+            if name == ".." {
+                if !cur.pop() {
+                    return true;
+                }
+                continue;
+            }
+            cur.push(&name);
+            match self.dir.symlink_metadata(&cur) {
+                Ok(md) if md.is_symlink() => {}
+                _ => continue,
+            }
+            hops += 1;
+            let Ok(target) = self.dir.read_link_contents(&cur) else { return true };
+            if hops > 40 {
+                return true;
+            }
+            cur.pop();
+            if target.is_absolute() {
+                let Ok(rest) = target.strip_prefix(WORKSPACE) else { return true };
+                cur = PathBuf::new();
+                push_rev(&mut todo, rest);
+            } else {
+                push_rev(&mut todo, &target);
+            }
+        }
+        false
+    }
+
+    /// `rel` (or its parent, for operations on a link itself) must not lead outside.
+    fn confined(&self, guest: &str, rel: &Path, follow_last: bool) -> Result<(), SandboxError> {
+        let p = if follow_last { Some(rel) } else { rel.parent() };
+        if p.is_some_and(|p| self.escapes(p)) {
+            return Err(agent_err(
+                ErrorCode::PermissionDenied,
+                format!("{guest}: permission denied: a symlink leads outside {WORKSPACE}"),
+            ));
+        }
+        Ok(())
+    }
+
     fn stat_rel(&self, guest: &str, rel: &Path) -> Result<FileStat, SandboxError> {
         let md = self.dir.symlink_metadata(rel).map_err(|e| io_err(guest, e))?;
         let kind = kind_of(md.file_type());
@@ -185,6 +245,7 @@ impl FileOps for WorkspaceFiles {
         mode: Option<u32>,
     ) -> Result<(), SandboxError> {
         let rel = self.rel(path)?;
+        self.ws.confined(path, &rel, true)?;
         if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
             self.ws.dir.create_dir_all(parent).map_err(|e| io_err(path, e))?;
         }
@@ -198,11 +259,13 @@ impl FileOps for WorkspaceFiles {
 
     async fn read_file(&self, path: &str) -> Result<Vec<u8>, SandboxError> {
         let rel = relative(path, &self.cwd)?;
+        self.ws.confined(path, &rel, true)?;
         self.ws.dir.read(&rel).map_err(|e| io_err(path, e))
     }
 
     async fn list_dir(&self, path: &str) -> Result<Vec<DirEntry>, SandboxError> {
         let rel = relative(path, &self.cwd)?;
+        self.ws.confined(path, &rel, true)?;
         let entries = if rel.as_os_str().is_empty() {
             self.ws.dir.entries()
         } else {
@@ -237,11 +300,13 @@ impl FileOps for WorkspaceFiles {
                 symlink_target: None,
             });
         }
+        self.ws.confined(path, &rel, false)?;
         self.ws.stat_rel(path, &rel)
     }
 
     async fn remove(&self, path: &str, recursive: bool) -> Result<(), SandboxError> {
         let rel = self.rel(path)?;
+        self.ws.confined(path, &rel, false)?;
         let md = self.ws.dir.symlink_metadata(&rel).map_err(|e| io_err(path, e))?;
         let r = if md.is_dir() {
             if recursive {
@@ -257,6 +322,7 @@ impl FileOps for WorkspaceFiles {
 
     async fn make_dir(&self, path: &str, parents: bool) -> Result<(), SandboxError> {
         let rel = self.rel(path)?;
+        self.ws.confined(path, &rel, true)?;
         if parents { self.ws.dir.create_dir_all(&rel) } else { self.ws.dir.create_dir(&rel) }
             .map_err(|e| io_err(path, e))
     }
@@ -264,6 +330,8 @@ impl FileOps for WorkspaceFiles {
     async fn rename(&self, from: &str, to: &str) -> Result<(), SandboxError> {
         let a = self.rel(from)?;
         let b = self.rel(to)?;
+        self.ws.confined(from, &a, false)?;
+        self.ws.confined(to, &b, false)?;
         self.ws.dir.rename(&a, &self.ws.dir, &b).map_err(|e| io_err(from, e))
     }
 }
@@ -293,7 +361,16 @@ mod tests {
             ws: Workspace::open(ws.path().into()).unwrap(),
             cwd: WORKSPACE.into(),
         };
-        assert!(f.read_file("/workspace/link/secret").await.is_err());
+        let e = f.read_file("/workspace/link/secret").await.unwrap_err().to_string();
+        assert!(e.contains("leads outside"), "{e}");
+        // a link that stays inside is followed
+        std::fs::create_dir(ws.path().join("real")).unwrap();
+        std::os::unix::fs::symlink("real", ws.path().join("in")).unwrap();
+        f.write_file("/workspace/in/a.txt", b"a", None).await.unwrap();
+        assert_eq!(f.read_file("/workspace/real/a.txt").await.unwrap(), b"a");
+        // a loop is refused, not followed forever
+        std::os::unix::fs::symlink("loop", ws.path().join("loop")).unwrap();
+        assert!(f.read_file("/workspace/loop/x").await.is_err());
         assert!(f.write_file("/workspace/link/new", b"x", None).await.is_err());
         assert!(!outside.path().join("new").exists());
     }

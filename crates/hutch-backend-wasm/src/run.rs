@@ -23,11 +23,9 @@ pub enum GuestStdin {
 
 /// A sandbox's directories as one run sees them.
 pub struct Dirs {
-    /// Host directory of the workspace, preopened as `/workspace`.
+    /// Host directory of the workspace, preopened as `/workspace` (the only preopen: guests
+    /// resolve relative paths against `PWD`, which names the working directory).
     pub workspace: PathBuf,
-    /// Host directory of the working directory, preopened as `.` (so relative paths work in
-    /// guests whose libc has no notion of a current directory), and its guest path.
-    pub cwd_host: PathBuf,
     pub cwd_guest: String,
 }
 
@@ -78,8 +76,6 @@ fn wasi_builder(inv: &mut Invocation) -> Result<WasiCtxBuilder, String> {
         b.initial_cwd(&d.cwd_guest);
         b.preopened_dir(&d.workspace, "/workspace", FsPerms::ReadWrite)
             .map_err(|e| format!("cannot open the workspace: {e:#}"))?;
-        b.preopened_dir(&d.cwd_host, ".", FsPerms::ReadWrite)
-            .map_err(|e| format!("cannot open the working directory: {e:#}"))?;
     }
     Ok(b)
 }

@@ -87,7 +87,8 @@ impl WasmSandbox {
             }
         };
         let cwd_guest = req.cwd.clone().unwrap_or_else(|| self.spec.workdir.clone());
-        let cwd_host = files.ws.host_dir(&cwd_guest)?;
+        // the working directory must be a real directory of the workspace
+        files.ws.host_dir(&cwd_guest)?;
         let prepared = match guests::resolve(&argv[0], &self.guest_dir)? {
             Target::Guest { name, path } => {
                 if !path.exists() {
@@ -112,7 +113,7 @@ impl WasmSandbox {
             prepared,
             args: argv,
             env: env.into_iter().collect(),
-            dirs: Some(Dirs { workspace: files.ws.host().to_path_buf(), cwd_host, cwd_guest }),
+            dirs: Some(Dirs { workspace: files.ws.host().to_path_buf(), cwd_guest }),
             stdin,
             stdout: CappedOutput::new(tx.clone(), true, req.output_limit),
             stderr: CappedOutput::new(tx.clone(), false, req.output_limit),

@@ -20,7 +20,12 @@ use crate::stats::summarize;
 #[derive(Debug, Args)]
 pub struct GatewayArgs {
     /// Concurrent connections, one wrk run each (env BENCH_CONNECTIONS)
-    #[arg(long, env = "BENCH_CONNECTIONS", value_delimiter = ',', default_value = "10,50,100,200,400,800")]
+    #[arg(
+        long,
+        env = "BENCH_CONNECTIONS",
+        value_delimiter = ',',
+        default_value = "10,50,100,200,400,800"
+    )]
     pub connections: Vec<u32>,
     /// Seconds per wrk run
     #[arg(long, default_value_t = 3)]
@@ -52,7 +57,8 @@ async fn upstream() -> Result<SocketAddr> {
         while let Ok((mut s, _)) = l.accept().await {
             tokio::spawn(async move {
                 let body = "upstream says hello to the hutch gateway benchmark, 64 bytes..\n";
-                let resp = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+                let resp =
+                    format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}", body.len());
                 let mut buf = vec![0u8; 8192];
                 let mut have = Vec::new();
                 loop {
@@ -81,7 +87,8 @@ fn free_port() -> Result<u16> {
 /// One HTTP/1.1 GET on a fresh connection: status and body.
 async fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
     let mut s = tokio::net::TcpStream::connect(addr).await?;
-    s.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes()).await?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes())
+        .await?;
     let mut buf = Vec::new();
     s.read_to_end(&mut buf).await?;
     let text = String::from_utf8_lossy(&buf).into_owned();
@@ -95,7 +102,11 @@ struct Child {
     addr: SocketAddr,
 }
 
-async fn start_gateway(a: &GatewayArgs, up: SocketAddr, container: bool) -> Result<(Child, Duration)> {
+async fn start_gateway(
+    a: &GatewayArgs,
+    up: SocketAddr,
+    container: bool,
+) -> Result<(Child, Duration)> {
     let port = free_port()?;
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
     let exe = std::env::current_exe()?;
@@ -135,14 +146,17 @@ async fn start_gateway(a: &GatewayArgs, up: SocketAddr, container: bool) -> Resu
 fn sample(pid: u32) -> (f64, u64) {
     let tick = 100.0; // USER_HZ on Linux
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat.rsplit_once(')').map(|(_, r)| r.split_whitespace().collect()).unwrap_or_default();
+    let fields: Vec<&str> =
+        stat.rsplit_once(')').map(|(_, r)| r.split_whitespace().collect()).unwrap_or_default();
     let num = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     // after the comm: state=0 ppid=1 ... utime=11 stime=12 cutime=13 cstime=14
     let cpu = (num(11) + num(12) + num(13) + num(14)) / tick;
     let mut rss = rss_kib(pid);
     if let Ok(rd) = std::fs::read_dir("/proc") {
         for e in rd.flatten() {
-            let Some(child) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+            let Some(child) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
             if descends_from(child, pid) {
                 rss += rss_kib(child);
             }
@@ -213,7 +227,10 @@ fn parse_wrk(text: &str) -> Wrk {
             ["99%", v] => w.p99_ms = ms(v),
             ["Non-2xx", "or", "3xx", "responses:", n] => w.errors += n.parse::<u64>().unwrap_or(0),
             ["Socket", "errors:", rest @ ..] => {
-                w.errors += rest.iter().filter_map(|t| t.trim_end_matches(',').parse::<u64>().ok()).sum::<u64>()
+                w.errors += rest
+                    .iter()
+                    .filter_map(|t| t.trim_end_matches(',').parse::<u64>().ok())
+                    .sum::<u64>()
             }
             _ => {}
         }
@@ -245,7 +262,8 @@ pub async fn run(a: &GatewayArgs, iterations: usize, smoke: bool, out: &Path) ->
     // the container variant needs root
     let container = is_root();
     let up = upstream().await?;
-    let (connections, secs) = if smoke { (vec![10], 1) } else { (a.connections.clone(), a.duration) };
+    let (connections, secs) =
+        if smoke { (vec![10], 1) } else { (a.connections.clone(), a.duration) };
 
     // cold start, a few times
     let mut cold_ms = Vec::new();
@@ -368,13 +386,27 @@ pub async fn run(a: &GatewayArgs, iterations: usize, smoke: bool, out: &Path) ->
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
         .unwrap_or(false)
 }
 
 const COLUMNS: [&str; 12] = [
-    "variant", "workload", "connections", "requests", "rps", "errors", "p50_ms", "p90_ms", "p99_ms",
-    "rss_max_mib", "rss_mean_mib", "cpu_ms_per_1k",
+    "variant",
+    "workload",
+    "connections",
+    "requests",
+    "rps",
+    "errors",
+    "p50_ms",
+    "p90_ms",
+    "p99_ms",
+    "rss_max_mib",
+    "rss_mean_mib",
+    "cpu_ms_per_1k",
 ];
 
 fn cell(v: &Value) -> String {
@@ -401,7 +433,11 @@ fn csv(rows: &[Value]) -> String {
 fn markdown(doc: &Value) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# Gateway: throughput vs connections\n");
-    let _ = writeln!(s, "Cold start (spawn to first 200 of a wasm handler): median {:.1} ms.\n", doc["cold_start_ms"]["median"].as_f64().unwrap_or(f64::NAN));
+    let _ = writeln!(
+        s,
+        "Cold start (spawn to first 200 of a wasm handler): median {:.1} ms.\n",
+        doc["cold_start_ms"]["median"].as_f64().unwrap_or(f64::NAN)
+    );
     for (v, why) in doc["skipped_variants"].as_object().into_iter().flatten() {
         let _ = writeln!(s, "- `{v}` not measured: {}", why.as_str().unwrap_or(""));
     }
@@ -412,14 +448,30 @@ fn markdown(doc: &Value) -> String {
         let _ = writeln!(
             s,
             "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {} | {:.1} | {:.1} |",
-            cell(&r["variant"]), cell(&r["workload"]), r["connections"], f("rps"), f("p50_ms"), f("p99_ms"),
-            r["errors"], f("rss_max_mib"), f("cpu_ms_per_1k")
+            cell(&r["variant"]),
+            cell(&r["workload"]),
+            r["connections"],
+            f("rps"),
+            f("p50_ms"),
+            f("p99_ms"),
+            r["errors"],
+            f("rss_max_mib"),
+            f("cpu_ms_per_1k")
         );
     }
     let _ = writeln!(s);
     for t in doc["targets"].as_array().into_iter().flatten() {
-        let met = match t["met"].as_bool() { Some(true) => "met", Some(false) => "NOT met", None => "not measured" };
-        let _ = writeln!(s, "- {}: {} ({met})", t["promise"].as_str().unwrap_or(""), t["value"].as_str().unwrap_or(""));
+        let met = match t["met"].as_bool() {
+            Some(true) => "met",
+            Some(false) => "NOT met",
+            None => "not measured",
+        };
+        let _ = writeln!(
+            s,
+            "- {}: {} ({met})",
+            t["promise"].as_str().unwrap_or(""),
+            t["value"].as_str().unwrap_or("")
+        );
     }
     s
 }

@@ -56,7 +56,7 @@ pub async fn main(a: BenchArgs) -> anyhow::Result<()> {
         Suite::Cold(c) => cold::run(c, iterations, warmup, &a.out).await,
         Suite::Pool(p) => pool::run(p, iterations, warmup, &a.out).await,
         Suite::Runner(r) => runner::run(r, iterations, warmup, &a.out).await,
-        Suite::Wasm(w) => wasm::run(w, iterations, warmup, &a.out).await,
+        Suite::Wasm(w) => wasm::run(w, iterations, warmup, a.smoke, &a.out).await,
         Suite::Gateway(g) => gateway::run(g, iterations, a.smoke, &a.out).await,
     }
 }

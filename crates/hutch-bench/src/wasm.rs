@@ -23,10 +23,8 @@ pub struct WasmArgs {
     pub acquisitions: Option<usize>,
 }
 
-const LANGS: [(&str, &[&str]); 2] = [
-    ("python", &["python3", "-c", "print(1)"]),
-    ("javascript", &["node", "-e", "console.log(1)"]),
-];
+const LANGS: [(&str, &[&str]); 2] =
+    [("python", &["python3", "-c", "print(1)"]), ("javascript", &["node", "-e", "console.log(1)"])];
 
 async fn timed_execs(sb: &dyn Sandbox, argv: &[&str], warmup: usize, n: usize) -> Result<Vec<f64>> {
     let mut v = Vec::with_capacity(n);
@@ -35,7 +33,11 @@ async fn timed_execs(sb: &dyn Sandbox, argv: &[&str], warmup: usize, n: usize) -
         let r = sb.exec(ExecRequest::argv(argv.iter().copied()), Vec::new(), &mut Discard).await?;
         let ms = t.elapsed().as_secs_f64() * 1e3;
         if r.stdout != b"1\n" {
-            bail!("{argv:?} printed {:?} ({:?})", String::from_utf8_lossy(&r.stdout), String::from_utf8_lossy(&r.stderr));
+            bail!(
+                "{argv:?} printed {:?} ({:?})",
+                String::from_utf8_lossy(&r.stdout),
+                String::from_utf8_lossy(&r.stderr)
+            );
         }
         if i >= warmup {
             v.push(ms);
@@ -49,9 +51,17 @@ fn row(name: &str, s: &Summary) -> Value {
     json!({"scenario": name, "ms": s})
 }
 
-pub async fn run(a: &WasmArgs, iterations: usize, warmup: usize, out: &Path) -> Result<()> {
-    let n_acq = a.acquisitions.unwrap_or(iterations * 50).max(1);
-    let n = iterations.max(1) * 2;
+pub async fn run(
+    a: &WasmArgs,
+    iterations: usize,
+    warmup: usize,
+    smoke: bool,
+    out: &Path,
+) -> Result<()> {
+    // a smoke run proves each step works; unoptimised wasmtime makes every instance slow
+    let n_acq = if smoke { 2 } else { a.acquisitions.unwrap_or(iterations * 50).max(1) };
+    let (n_wasm, n_container) =
+        if smoke { (1, 1) } else { (iterations.max(1) * 20, iterations.max(1) * 10) };
     table_header();
     let backend = WasmBackend::new(WasmConfig::default()).context("wasm backend")?;
     let engine = backend.engine().clone();
@@ -65,7 +75,11 @@ pub async fn run(a: &WasmArgs, iterations: usize, warmup: usize, out: &Path) -> 
     for g in guests::GUESTS {
         let p = guests::default_guest_dir().join(g.file);
         if !p.is_file() {
-            bail!("the {} guest is not built ({}): run scripts/build-wasm-guests.sh", g.name, p.display());
+            bail!(
+                "the {} guest is not built ({}): run scripts/build-wasm-guests.sh",
+                g.name,
+                p.display()
+            );
         }
         let t = Instant::now();
         let pre = engine.prepare_file(&p)?;
@@ -75,14 +89,22 @@ pub async fn run(a: &WasmArgs, iterations: usize, warmup: usize, out: &Path) -> 
     }
     for (name, pre) in &prepared {
         let mut us = Vec::with_capacity(n_acq);
-        for i in 0..warmup.max(5) + n_acq {
+        let skip = if smoke { 0 } else { warmup.max(5) };
+        for i in 0..skip + n_acq {
             let d = run::time_acquire(&engine, pre).await.map_err(anyhow::Error::msg)?;
-            if i >= warmup.max(5) {
+            if i >= skip {
                 us.push(d.as_secs_f64() * 1e6);
             }
         }
         let s = summarize(&us);
-        eprintln!("{:<44} {:>6} {:>10.1} {:>10.1} {:>10.1}  (microseconds)", format!("acquire instance: {name}"), s.n, s.median, s.p90, s.min);
+        eprintln!(
+            "{:<44} {:>6} {:>10.1} {:>10.1} {:>10.1}  (microseconds)",
+            format!("acquire instance: {name}"),
+            s.n,
+            s.median,
+            s.p90,
+            s.min
+        );
         acquire.insert(name.to_string(), json!(s));
     }
     let probe_us = acquire["probe module"]["median"].as_f64().unwrap_or(f64::NAN);
@@ -95,14 +117,15 @@ pub async fn run(a: &WasmArgs, iterations: usize, warmup: usize, out: &Path) -> 
     // fresh instances through the backend, and the container backend in the same run
     let mut wasm_sb = backend.create(SandboxSpec::default()).await?;
     wasm_sb.start().await?;
-    let container = ContainerBackend::new(ContainerConfig::new(RuntimeKind::Crun)).context("container backend")?;
+    let container = ContainerBackend::new(ContainerConfig::new(RuntimeKind::Crun))
+        .context("container backend")?;
     let mut c_sb = container.create(SandboxSpec::default()).await?;
     let measured = async {
         c_sb.start().await?;
         let mut fresh = serde_json::Map::new();
         for (lang, argv) in LANGS {
-            let w = summarize(&timed_execs(&*wasm_sb, argv, warmup.max(2), n * 10).await?);
-            let c = summarize(&timed_execs(&*c_sb, argv, warmup.max(2), n * 5).await?);
+            let w = summarize(&timed_execs(&*wasm_sb, argv, warmup, n_wasm).await?);
+            let c = summarize(&timed_execs(&*c_sb, argv, warmup, n_container).await?);
             rows.push(row(&format!("{lang}: fresh wasm instance, {}", argv.join(" ")), &w));
             rows.push(row(&format!("{lang}: container exec, {}", argv.join(" ")), &c));
             fresh.insert(lang.into(), json!({"wasm_ms": w, "container_ms": c, "container_over_wasm": c.median / w.median}));

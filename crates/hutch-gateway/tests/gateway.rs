@@ -10,10 +10,8 @@ use hutch_gateway::{router, Gateway, GatewayConfig};
 use tower::ServiceExt;
 
 async fn get(gw: &Arc<Gateway>, path: &str) -> (StatusCode, String) {
-    let resp = router(gw.clone())
-        .oneshot(Request::get(path).body(Body::empty()).unwrap())
-        .await
-        .unwrap();
+    let resp =
+        router(gw.clone()).oneshot(Request::get(path).body(Body::empty()).unwrap()).await.unwrap();
     let status = resp.status();
     let body = resp.into_body().collect().await.unwrap().to_bytes();
     (status, String::from_utf8_lossy(&body).into_owned())
@@ -49,7 +47,11 @@ const FLOOD: &str = r#"(module
 
 async fn hostile_gateway() -> (tempfile::TempDir, Arc<Gateway>) {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = GatewayConfig { timeout: Duration::from_millis(500), memory_bytes: 32 << 20, ..Default::default() };
+    let mut cfg = GatewayConfig {
+        timeout: Duration::from_millis(500),
+        memory_bytes: 32 << 20,
+        ..Default::default()
+    };
     for (name, wat) in [("hi", HELLO), ("spin", SPIN), ("hog", HOG), ("flood", FLOOD)] {
         cfg.user_handlers.insert(name.into(), module(dir.path(), name, wat));
     }
@@ -114,7 +116,11 @@ async fn every_variant_answers_the_same() {
     let want = get(&gw, "/native/compute?iters=1000").await;
     assert_eq!(want.0, StatusCode::OK);
     for v in ["process", "wasm", "container"] {
-        assert_eq!(get(&gw, &format!("/{v}/hello")).await, (StatusCode::OK, "Hello, World!\n".into()), "{v}");
+        assert_eq!(
+            get(&gw, &format!("/{v}/hello")).await,
+            (StatusCode::OK, "Hello, World!\n".into()),
+            "{v}"
+        );
         assert_eq!(get(&gw, &format!("/{v}/compute?iters=1000")).await, want, "{v}");
         let (s, b) = get(&gw, &format!("/{v}/state")).await;
         assert!(s == StatusCode::OK && b.starts_with("counter="), "{v}: {b}");
