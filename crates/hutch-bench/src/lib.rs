@@ -1,54 +1,307 @@
-//! `hutch bench`: benchmarks that measure hutch against a baseline in the same run and write
-//! JSON with a snapshot of the machine. Numbers are medians and ratios; nothing here asserts a
-//! timing (the promises live in docs/SPECIFICATION.md and are checked by reading the results).
+//! `hutch bench`: the five seed studies reproduced on hutch, with the peers measured side by
+//! side in the same run. Every suite writes JSON with a machine snapshot, CSV per table and a
+//! Markdown section; `all` adds one report and the plots. Numbers are medians and same-run
+//! ratios; nothing here asserts a timing (the promises live in docs/SPECIFICATION.md and each
+//! suite records whether they were met).
 #![forbid(unsafe_code)]
 
+mod assets;
+mod backends;
 mod cold;
+mod coldstart;
 mod http;
+mod knobs;
+mod peers;
 mod pool;
+mod progress;
 mod report;
 mod runner;
+mod runtimes;
 mod snapshot;
 pub mod stats;
+mod stress;
+mod subject;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
 
-use clap::{Args, Subcommand};
+use anyhow::{bail, Context, Result};
+use clap::{Args, FromArgMatches, Subcommand};
+
+pub use report::SuiteReport;
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     #[command(subcommand)]
-    pub suite: Suite,
-    /// Measured iterations per scenario (env BENCH_ITERATIONS)
+    pub suite: Option<Suite>,
+    /// Measured iterations per scenario; in coldstart, runs of each batch (env BENCH_ITERATIONS)
     #[arg(long, global = true, env = "BENCH_ITERATIONS")]
     pub iterations: Option<usize>,
     /// Unmeasured warm-up iterations per scenario (env BENCH_WARMUP)
     #[arg(long, global = true, env = "BENCH_WARMUP", default_value_t = 2)]
     pub warmup: usize,
-    /// Directory for the JSON results
+    /// Directory for the results (JSON, CSV, Markdown, PNG)
     #[arg(long, global = true, default_value = "bench-results")]
     pub out: PathBuf,
-    /// One iteration of everything: checks that each suite runs at all, not how fast
+    /// One iteration of everything, small batches (every suite when no suite is named): checks
+    /// that each suite runs at all, not how fast
     #[arg(long, global = true)]
     pub smoke: bool,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Suite {
-    /// Cold one-shot `hutch run` against the raw OCI runtime floor, plus warm exec in one live sandbox
+    /// secure-exec's matrix: scenarios x batch sizes x sequential/concurrent, cold and warm, phases
+    Coldstart(coldstart::ColdstartArgs),
+    /// One-shot `hutch run` against the raw OCI runtime floor and bubblewrap, warm exec in one sandbox
     Cold(cold::ColdArgs),
-    /// The daemon's pool: store operations (vs. the Ash pool) and pool acquire to first exec over the API
+    /// Ash's pool: store operations on real SQLite, pool acquire to first exec over the API
     Pool(pool::PoolArgs),
-    /// Code contexts: warm snippets in-process and over the API, cold context creation, fresh exec
+    /// isol8's: cold vs warm pool per runtime (python, node, bash) with a per-phase breakdown
+    Runtimes(runtimes::RuntimesArgs),
+    /// agentkernel's: every backend and peer side by side (latency, throughput, isolation)
+    Backends(backends::BackendsArgs),
+    /// agentkernel's stress test and the 100-way burst against Docker's
+    Stress(stress::StressArgs),
+    /// Code contexts (resident runner) in-process and over the API, against secure-exec
     Runner(runner::RunnerArgs),
+    /// Every suite above, one report, the plots
+    All,
 }
 
-pub async fn main(a: BenchArgs) -> anyhow::Result<()> {
-    let iterations = if a.smoke { 1 } else { a.iterations.unwrap_or(20) };
-    let warmup = if a.smoke { 0 } else { a.warmup };
-    match &a.suite {
-        Suite::Cold(c) => cold::run(c, iterations, warmup, &a.out).await,
-        Suite::Pool(p) => pool::run(p, iterations, warmup, &a.out).await,
-        Suite::Runner(r) => runner::run(r, iterations, warmup, &a.out).await,
+/// The suites `all` runs, in this order. The gateway suite (the WebAssembly-vs-Docker study,
+/// crates/hutch-bench/src/gateway.rs) goes in after "stress": add `Suite::Gateway`, its arm in
+/// [`run_named`] and its name here.
+pub const ALL: [&str; 7] =
+    ["cold", "coldstart", "pool", "runtimes", "backends", "stress", "runner"];
+
+/// What every suite reads from the shared flags.
+#[derive(Debug, Clone)]
+pub struct Ctx {
+    pub iterations: Option<usize>,
+    pub warmup: usize,
+    pub smoke: bool,
+}
+
+impl Ctx {
+    /// The iterations to run: 1 in smoke mode, else the flag, else the suite's default.
+    pub fn iterations_or(&self, default: usize) -> usize {
+        if self.smoke {
+            1
+        } else {
+            self.iterations.unwrap_or(default).max(1)
+        }
+    }
+}
+
+/// A suite's arguments as if given no flags (their defaults), for `all`.
+fn defaults<T: Args + FromArgMatches>() -> Result<T> {
+    let cmd = T::augment_args(clap::Command::new("suite").no_binary_name(true));
+    let m = cmd.try_get_matches_from(Vec::<String>::new())?;
+    Ok(T::from_arg_matches(&m)?)
+}
+
+async fn run_suite(s: &Suite, ctx: &Ctx) -> Result<SuiteReport> {
+    match s {
+        Suite::Coldstart(a) => coldstart::run(a, ctx).await,
+        Suite::Cold(a) => cold::run(a, ctx).await,
+        Suite::Pool(a) => pool::run(a, ctx).await,
+        Suite::Runtimes(a) => runtimes::run(a, ctx).await,
+        Suite::Backends(a) => backends::run(a, ctx).await,
+        Suite::Stress(a) => stress::run(a, ctx).await,
+        Suite::Runner(a) => runner::run(a, ctx).await,
+        Suite::All => bail!("`all` is not a single suite"),
+    }
+}
+
+/// A suite by name, with its default arguments.
+fn named(name: &str) -> Result<Suite> {
+    Ok(match name {
+        "coldstart" => Suite::Coldstart(defaults()?),
+        "cold" => Suite::Cold(defaults()?),
+        "pool" => Suite::Pool(defaults()?),
+        "runtimes" => Suite::Runtimes(defaults()?),
+        "backends" => Suite::Backends(defaults()?),
+        "stress" => Suite::Stress(defaults()?),
+        "runner" => Suite::Runner(defaults()?),
+        other => bail!("unknown suite {other:?} (suites: {})", ALL.join(", ")),
+    })
+}
+
+async fn run_named(name: &str, ctx: &Ctx) -> Result<SuiteReport> {
+    run_suite(&named(name)?, ctx).await
+}
+
+pub async fn main(a: BenchArgs) -> Result<()> {
+    let ctx = Ctx {
+        iterations: a.iterations,
+        warmup: if a.smoke { 0 } else { a.warmup },
+        smoke: a.smoke,
+    };
+    let r = match &a.suite {
+        None if a.smoke => run_all(&ctx, &a.out).await,
+        None => bail!(
+            "name a suite ({}) or `all`; `hutch bench --smoke` runs every suite once",
+            ALL.join(", ")
+        ),
+        Some(Suite::All) => run_all(&ctx, &a.out).await,
+        Some(s) => {
+            let mut rep = run_suite(s, &ctx).await?;
+            rep.write(&a.out)?;
+            Ok(())
+        }
+    };
+    assets::cleanup();
+    r
+}
+
+/// Every suite in turn; a suite that cannot run is recorded and the others still run; the run
+/// fails at the end if any could not.
+async fn run_all(ctx: &Ctx, out: &Path) -> Result<()> {
+    let started = Instant::now();
+    let machine = snapshot::machine();
+    let mut sections = Vec::new();
+    let mut failed = Vec::new();
+    let mut timings = Vec::new();
+    for name in ALL {
+        progress::line(&format!(
+            "\n######## hutch bench {name}{}",
+            if ctx.smoke { " (smoke)" } else { "" }
+        ));
+        let t = Instant::now();
+        match run_named(name, ctx).await {
+            Ok(mut rep) => {
+                rep.write(out).with_context(|| format!("write the {name} results"))?;
+                sections.push(rep.markdown());
+            }
+            Err(e) => {
+                progress::finish();
+                progress::line(&format!("hutch bench {name}: cannot run: {e:#}"));
+                sections.push(format!("### `{name}`\n\n**Could not run**: {e:#}\n"));
+                failed.push(name);
+            }
+        }
+        timings.push((name, t.elapsed().as_secs_f64()));
+    }
+    let plots = draw_plots(out).await;
+    let md = report_markdown(
+        &machine,
+        ctx,
+        started.elapsed().as_secs_f64(),
+        &timings,
+        &sections,
+        &plots,
+    );
+    std::fs::write(out.join("report.md"), md)?;
+    progress::line(&format!("report: {}", out.join("report.md").display()));
+    if !failed.is_empty() {
+        bail!("suites that could not run: {}", failed.join(", "));
+    }
+    Ok(())
+}
+
+fn report_markdown(
+    machine: &serde_json::Value,
+    ctx: &Ctx,
+    secs: f64,
+    timings: &[(&str, f64)],
+    sections: &[String],
+    plots: &Result<Vec<String>, String>,
+) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::from("# hutch bench report\n\n");
+    let _ = writeln!(
+        s,
+        "Every table: hutch and the peers in the same run, on this machine. {} Medians and same-run ratios; nothing is compared across machines.\n",
+        if ctx.smoke { "**Smoke run**: one iteration, small batches; the numbers only show that each suite runs." } else { "" }
+    );
+    let m =
+        |k: &str| machine[k].as_str().map(String::from).unwrap_or_else(|| machine[k].to_string());
+    let _ = writeln!(s, "| machine | |\n|---|---|");
+    for (k, label) in [
+        ("cpu", "CPU"),
+        ("cores", "cores"),
+        ("mem_total_kib", "memory (KiB)"),
+        ("kernel", "kernel"),
+        ("os", "OS"),
+        ("cgroups", "cgroups"),
+        ("load_average", "load average at the start"),
+        ("git_commit", "git commit"),
+    ] {
+        let _ = writeln!(s, "| {label} | {} |", m(k));
+    }
+    if let Some(e) = machine["engines"].as_object() {
+        for (k, v) in e {
+            let _ = writeln!(s, "| {k} | {} |", v.as_str().unwrap_or("not installed"));
+        }
+    }
+    let _ = writeln!(s, "| load average at the end | {} |", snapshot::load_average());
+    let _ = writeln!(
+        s,
+        "\nTotal time {:.0} s ({}).\n",
+        secs,
+        timings.iter().map(|(n, t)| format!("{n} {t:.0} s")).collect::<Vec<_>>().join(", ")
+    );
+    match plots {
+        Ok(files) if !files.is_empty() => {
+            s.push_str("## Plots\n\n");
+            for f in files {
+                let _ = writeln!(s, "![{f}]({f})\n");
+            }
+        }
+        Ok(_) => {}
+        Err(why) => {
+            let _ = writeln!(s, "Plots not drawn: {why}\n");
+        }
+    }
+    s.push_str("## Results\n\n");
+    for sec in sections {
+        s.push_str(sec);
+        s.push('\n');
+    }
+    s
+}
+
+/// Draws the PNGs with matplotlib from a venv scripts/bench-peers.sh makes
+/// (`HUTCH_BENCH_VENV`, default /var/cache/hutch-bench/venv); returns the file names.
+async fn draw_plots(out: &Path) -> Result<Vec<String>, String> {
+    let venv = std::env::var_os("HUTCH_BENCH_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/hutch-bench/venv"));
+    let py = venv.join("bin/python");
+    if !py.exists() {
+        return Err(format!("no matplotlib venv at {} ({})", venv.display(), peers::INSTALL_HINT));
+    }
+    let script = assets::plots_script().map_err(|e| format!("{e:#}"))?;
+    let mut cmd = tokio::process::Command::new(py);
+    cmd.arg(script).arg(out);
+    match peers::timed(&mut cmd).await {
+        Ok((_, o)) => Ok(String::from_utf8_lossy(&o.stdout).lines().map(String::from).collect()),
+        Err(e) => Err(format!("{e:#}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_suite_in_all_has_default_arguments() {
+        for name in ALL {
+            let s = named(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(!matches!(s, Suite::All), "{name}");
+        }
+        let e = named("gatewya").unwrap_err().to_string();
+        assert!(e.contains("unknown suite \"gatewya\"") && e.contains("coldstart"), "{e}");
+    }
+
+    #[test]
+    fn smoke_runs_one_iteration_whatever_the_knobs_say() {
+        let ctx = Ctx { iterations: Some(30), warmup: 0, smoke: true };
+        assert_eq!(ctx.iterations_or(20), 1);
+        let ctx = Ctx { iterations: None, warmup: 2, smoke: false };
+        assert_eq!(ctx.iterations_or(20), 20);
+        let ctx = Ctx { iterations: Some(0), warmup: 2, smoke: false };
+        assert_eq!(ctx.iterations_or(20), 1);
     }
 }
