@@ -45,7 +45,7 @@ const ECHO: [&str; 2] = ["echo", "hello"];
 const PROBE: &str = "echo uid=$(id -u); echo netifs=$(( $(wc -l < /proc/net/dev) - 2 )); \
 echo seccomp=$(grep '^Seccomp:' /proc/self/status | cut -f2); \
 echo nnp=$(grep '^NoNewPrivs:' /proc/self/status | cut -f2); \
-echo root=$(awk '$2==\"/\"{split($4,o,\",\"); r=o[1]} END{print r}' /proc/mounts); \
+echo root=$(grep ' / ' /proc/mounts | tail -n 1 | cut -d' ' -f4 | cut -d, -f1); \
 echo pids=$(ls /proc | grep -c '^[0-9]'); \
 echo memlimit=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max 2>/dev/null || echo -)";
 
@@ -53,7 +53,7 @@ enum Subj {
     Hutch { hutch: std::path::PathBuf, backend: &'static str, runtime: &'static str },
     Floor(RuntimeKind),
     Bwrap(Bwrap),
-    Peer(Engine),
+    Peer(Box<Engine>),
 }
 
 impl Subj {
@@ -169,7 +169,7 @@ pub async fn run(a: &BackendsArgs, ctx: &Ctx) -> Result<SuiteReport> {
             })
             .await
             {
-                Ok(e) => Subj::Peer(e),
+                Ok(e) => Subj::Peer(Box::new(e)),
                 Err(why) => {
                     report.finding(format!("{name} not measured: {why}"));
                     skipped.insert(name.clone(), json!(why));
@@ -222,6 +222,8 @@ pub async fn run(a: &BackendsArgs, ctx: &Ctx) -> Result<SuiteReport> {
             format!("{:.1}", v["throughput_per_s"].as_f64().unwrap_or(f64::NAN)),
             vs,
         ]);
+    }
+    for (name, v) in &results {
         let f = &v["isolation"];
         let g = |k: &str| f[k].as_str().unwrap_or("?").to_string();
         iso.row(vec![
@@ -253,7 +255,7 @@ pub async fn run(a: &BackendsArgs, ctx: &Ctx) -> Result<SuiteReport> {
         }
     }
     main.note(format!("cold one-shot: a new sandbox per `echo hello`, process start to exit (hutch: `hutch run`; floor: the OCI runtime running hutch's own bundle with the command in place of the agent; docker/podman: `run --rm` with isol8's limits); warm: `echo hello` again in one live sandbox (hutch: the library; docker/podman: `exec`); throughput: {tput_n} one-shots, {} in flight.", a.concurrency));
-    iso.note("visible pids: processes the sandbox can see in /proc (a private pid namespace shows a handful); root: the root mount's first option. hutch:process is the unisolated baseline and shows the host. The memory limit is read from the sandbox's own cgroup view; engines that do not mount their cgroup show the host's.");
+    iso.note("visible pids: processes the sandbox can see in /proc (a private pid namespace shows a handful); root: the root mount's first option. hutch:process is the unisolated baseline and shows the host. The memory limit is what the sandbox's own cgroup mount shows: \"-\" where no cgroup filesystem is mounted inside (hutch sets 512 MiB, 1 CPU and 64 pids on the host side; `hutch bench` does not read them from inside). bwrap runs as root here because the benchmark does (no user namespace requested).");
     for (name, v) in &results {
         if let (Some(d), true) = (
             &docker,
@@ -295,6 +297,13 @@ async fn measure(
         Subj::Floor(rt) => Some(Floor::new(*rt, &ECHO, "backends")?),
         _ => None,
     };
+    // the floor's container id is fixed per bundle: one bundle per concurrent run
+    let floors: Vec<Floor> = match s {
+        Subj::Floor(rt) => (0..tput_n)
+            .map(|i| Floor::new(*rt, &ECHO, &format!("tput{i}")))
+            .collect::<Result<_>>()?,
+        _ => Vec::new(),
+    };
     let (mut cold, mut phases) = (Vec::new(), Vec::new());
     for i in 0..warmup + n {
         let (ms, out, ph) = s.oneshot(&ECHO, floor.as_ref()).await?;
@@ -306,7 +315,8 @@ async fn measure(
             phases.push(ph);
         }
     }
-    let (res, wall) = batch(tput_n, conc, |_| s.oneshot(&ECHO, floor.as_ref())).await;
+    let (res, wall) =
+        batch(tput_n, conc, |i| s.oneshot(&ECHO, floors.get(i).or(floor.as_ref()))).await;
     let ok = res.iter().filter(|r| r.is_ok()).count();
     if let Some(Err(e)) = res.into_iter().find(|r| r.is_err()) {
         bail!("throughput run: {e:#}");

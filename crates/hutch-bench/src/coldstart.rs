@@ -47,7 +47,7 @@ pub struct ColdstartArgs {
 enum Subject {
     Hutch(ContainerBackend),
     Api(LocalDaemon),
-    Engine(Engine),
+    Engine(Box<Engine>),
     SecureExec(std::path::PathBuf),
 }
 
@@ -222,7 +222,7 @@ pub async fn run(a: &ColdstartArgs, ctx: &Ctx) -> Result<SuiteReport> {
             "docker" | "podman" => {
                 let kind = if sc == "docker" { EngineKind::Docker } else { EngineKind::Podman };
                 match Engine::start(kind).await {
-                    Ok(e) => Subject::Engine(e),
+                    Ok(e) => Subject::Engine(Box::new(e)),
                     Err(why) => {
                         report.finding(format!("{sc} not measured: {why}"));
                         skipped.insert(sc.clone(), json!(why));

@@ -14,7 +14,7 @@ static BAR: Mutex<Option<Bar>> = Mutex::new(None);
 
 fn draw(b: &Bar) {
     let width = 30usize;
-    let filled = if b.total == 0 { 0 } else { (b.done.min(b.total) * width) / b.total };
+    let filled = (b.done.min(b.total) * width).checked_div(b.total).unwrap_or(0);
     eprint!(
         "\r\x1b[2K[{}{}] {}/{} {}: {}",
         "#".repeat(filled),

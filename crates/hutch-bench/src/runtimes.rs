@@ -143,7 +143,7 @@ async fn engine_warm(e: &Engine, name: &str, rt: &str) -> Result<Sample> {
 
 enum Eng {
     Hutch(ContainerBackend),
-    Peer(Engine),
+    Peer(Box<Engine>),
 }
 
 pub async fn run(a: &RuntimesArgs, ctx: &Ctx) -> Result<SuiteReport> {
@@ -182,7 +182,7 @@ pub async fn run(a: &RuntimesArgs, ctx: &Ctx) -> Result<SuiteReport> {
             other => {
                 let kind = if other == "docker" { EngineKind::Docker } else { EngineKind::Podman };
                 match Engine::start(kind).await {
-                    Ok(e) => Eng::Peer(e),
+                    Ok(e) => Eng::Peer(Box::new(e)),
                     Err(why) => {
                         report.finding(format!("{en} not measured: {why}"));
                         skipped.insert(en.clone(), json!(why));

@@ -32,7 +32,7 @@ pub struct StressArgs {
 enum Eng {
     Cli(std::path::PathBuf),
     Lib(ContainerBackend),
-    Peer(Engine),
+    Peer(Box<Engine>),
 }
 
 impl Eng {
@@ -107,7 +107,7 @@ pub async fn run(a: &StressArgs, ctx: &Ctx) -> Result<SuiteReport> {
             other => {
                 let kind = if other == "docker" { EngineKind::Docker } else { EngineKind::Podman };
                 match Engine::start(kind).await {
-                    Ok(e) => Eng::Peer(e),
+                    Ok(e) => Eng::Peer(Box::new(e)),
                     Err(why) => {
                         report.finding(format!("{en} not measured: {why}"));
                         skipped.insert(en.clone(), json!(why));
