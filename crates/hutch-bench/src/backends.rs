@@ -85,6 +85,46 @@ impl Subj {
     }
 }
 
+/// Host memory of one live sandbox: the resident set of every process in its memory cgroup
+/// (read from the sandbox's own /proc/self/cgroup, which shows the host path: no cgroup
+/// namespace on these engines) plus its host-side keeper (containerd-shim, conmon) if it has one.
+fn rss_of_cgroup(self_cgroup: &str) -> Option<u64> {
+    let path = self_cgroup.lines().find_map(|l| {
+        let mut it = l.splitn(3, ':');
+        let (_, ctrls, p) = (it.next()?, it.next()?, it.next()?);
+        ctrls.split(',').any(|c| c == "memory").then(|| p.to_string())
+    })?;
+    let procs =
+        std::fs::read_to_string(format!("/sys/fs/cgroup/memory{path}/cgroup.procs")).ok()?;
+    let status =
+        |pid: &str| std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |st: &str, k: &str| {
+        st.lines().find_map(|l| l.strip_prefix(k)).map(|v| v.trim().to_string())
+    };
+    let kib = |st: &str| {
+        field(st, "VmRSS:")
+            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let mut total = 0;
+    let mut keepers = std::collections::BTreeSet::new();
+    for pid in procs.split_whitespace() {
+        let st = status(pid);
+        total += kib(&st);
+        if let Some(pp) = field(&st, "PPid:") {
+            let pst = status(&pp);
+            let name = field(&pst, "Name:").unwrap_or_default();
+            if name.starts_with("containerd-shim") || name == "conmon" {
+                keepers.insert(pp);
+            }
+        }
+    }
+    for k in keepers {
+        total += kib(&status(&k));
+    }
+    (total > 0).then_some(total)
+}
+
 fn probe_facts(out: &str) -> BTreeMap<String, String> {
     out.lines()
         .filter_map(|l| l.split_once('='))
@@ -115,6 +155,7 @@ pub async fn run(a: &BackendsArgs, ctx: &Ctx) -> Result<SuiteReport> {
             "cold p95 ms",
             "warm exec p50 ms",
             "one-shot throughput /s",
+            "host RSS per live sandbox",
             "vs docker (cold / warm)",
         ],
     );
@@ -220,6 +261,10 @@ pub async fn run(a: &BackendsArgs, ctx: &Ctx) -> Result<SuiteReport> {
             v["cold"]["p95"].as_f64().map(ms).unwrap_or("-".into()),
             med(v, "warm").map(ms).unwrap_or("- (no warm path)".into()),
             format!("{:.1}", v["throughput_per_s"].as_f64().unwrap_or(f64::NAN)),
+            v["rss_kib_per_sandbox"]
+                .as_u64()
+                .map(|k| format!("{:.1} MiB", k as f64 / 1024.0))
+                .unwrap_or("-".into()),
             vs,
         ]);
     }
@@ -254,7 +299,7 @@ pub async fn run(a: &BackendsArgs, ctx: &Ctx) -> Result<SuiteReport> {
             ]);
         }
     }
-    main.note(format!("cold one-shot: a new sandbox per `echo hello`, process start to exit (hutch: `hutch run`; floor: the OCI runtime running hutch's own bundle with the command in place of the agent; docker/podman: `run --rm` with isol8's limits); warm: `echo hello` again in one live sandbox (hutch: the library; docker/podman: `exec`); throughput: {tput_n} one-shots, {} in flight.", a.concurrency));
+    main.note(format!("cold one-shot: a new sandbox per `echo hello`, process start to exit (hutch: `hutch run`; floor: the OCI runtime running hutch's own bundle with the command in place of the agent; docker/podman: `run --rm` with isol8's limits); warm: `echo hello` again in one live sandbox (hutch: the library; docker/podman: `exec`); throughput: {tput_n} one-shots, {} in flight; host RSS: the resident memory of every process in the live sandbox's memory cgroup plus its host-side keeper (containerd-shim for docker, conmon for podman; hutch has none: the agent is the sandbox's only process), after the warm execs.", a.concurrency));
     iso.note("visible pids: processes the sandbox can see in /proc (a private pid namespace shows a handful); root: the root mount's first option. hutch:process is the unisolated baseline and shows the host. The memory limit is what the sandbox's own cgroup mount shows: \"-\" where no cgroup filesystem is mounted inside (hutch sets 512 MiB, 1 CPU and 64 pids on the host side; `hutch bench` does not read them from inside). bwrap runs as root here because the benchmark does (no user namespace requested).");
     for (name, v) in &results {
         if let (Some(d), true) = (
@@ -335,8 +380,9 @@ async fn measure(
         }
         None => s.oneshot(&["sh", "-c", PROBE], None).await?.1,
     };
-    // warm: a live sandbox
+    // warm: a live sandbox; its host memory read while it idles
     let mut warm = Vec::new();
+    let mut rss: Option<u64> = None;
     match s {
         Subj::Hutch { backend, runtime, .. } => {
             let b: Box<dyn Backend> = match *backend {
@@ -353,6 +399,16 @@ async fn measure(
                     if i >= warmup.max(3) {
                         warm.push(m);
                     }
+                }
+                if *backend != "process" {
+                    let r = sb
+                        .exec(
+                            hutch_core::ExecRequest::argv(["cat", "/proc/self/cgroup"]),
+                            Vec::new(),
+                            &mut hutch_core::Discard,
+                        )
+                        .await?;
+                    rss = rss_of_cgroup(&String::from_utf8_lossy(&r.stdout));
                 }
                 Ok::<_, anyhow::Error>(())
             }
@@ -374,6 +430,8 @@ async fn measure(
                         warm.push(m);
                     }
                 }
+                let (_, cg) = e.exec(&c, &["cat", "/proc/self/cgroup"]).await?;
+                rss = rss_of_cgroup(&String::from_utf8_lossy(&cg));
                 Ok(())
             }
             .await;
@@ -396,6 +454,7 @@ async fn measure(
         "throughput_per_s": ok as f64 / (wall / 1e3),
         "phases": phases,
         "isolation": probe_facts(&probe),
+        "rss_kib_per_sandbox": rss,
         "probe_output": probe,
     }))
 }
@@ -403,6 +462,20 @@ async fn measure(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rss_is_read_from_the_memory_cgroup_line() {
+        assert_eq!(rss_of_cgroup("12:pids:/x\n4:cpu,cpuacct:/y\n"), None);
+        // this test's own cgroup holds at least this process
+        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        if own
+            .lines()
+            .any(|l| l.split(':').nth(1).is_some_and(|c| c.split(',').any(|c| c == "memory")))
+            && std::path::Path::new("/sys/fs/cgroup/memory").is_dir()
+        {
+            assert!(rss_of_cgroup(&own).is_some_and(|k| k > 0), "{own}");
+        }
+    }
 
     #[test]
     fn the_probe_reads_as_facts() {

@@ -13,7 +13,7 @@ use crate::stats::summarize;
 use crate::subject::{batch, hutch_bin, hutch_run_once};
 use crate::Ctx;
 
-pub const ENGINES: [&str; 4] = ["hutch", "hutch-lib", "docker", "podman"];
+pub const ENGINES: [&str; 5] = ["hutch", "hutch-lib", "crun-floor", "docker", "podman"];
 const ARGV: [&str; 2] = ["echo", "hello"];
 
 #[derive(Debug, Args)]
@@ -24,7 +24,8 @@ pub struct StressArgs {
     /// Sandboxes started at once in the burst
     #[arg(long, default_value_t = 100)]
     pub burst: usize,
-    /// Engines: hutch (`hutch run` processes), hutch-lib (one process, the library), docker, podman
+    /// Engines: hutch (`hutch run` processes), hutch-lib (one process, the library), crun-floor
+    /// (`crun run` of hutch's bundle, the least a container can cost), docker, podman
     #[arg(long, default_value = "hutch,hutch-lib,docker,podman")]
     pub engines: String,
 }
@@ -32,11 +33,13 @@ pub struct StressArgs {
 enum Eng {
     Cli(std::path::PathBuf),
     Lib(ContainerBackend),
+    /// One bundle per sandbox in flight (a bundle's container id is fixed)
+    Floor(Vec<crate::peers::Floor>),
     Peer(Box<Engine>),
 }
 
 impl Eng {
-    async fn one(&self) -> Result<f64> {
+    async fn one(&self, i: usize) -> Result<f64> {
         let t = std::time::Instant::now();
         match self {
             Eng::Cli(h) => {
@@ -45,6 +48,10 @@ impl Eng {
             }
             Eng::Lib(b) => {
                 crate::subject::library_cold_warm(b, &ARGV, b"hello\n").await?;
+            }
+            Eng::Floor(f) => {
+                let (_, out) = f.get(i).context("no bundle for this sandbox")?.run_once().await?;
+                anyhow::ensure!(out == b"hello\n", "printed {:?}", String::from_utf8_lossy(&out));
             }
             Eng::Peer(e) => {
                 let (_, out) = e.oneshot(&ARGV).await?;
@@ -57,7 +64,7 @@ impl Eng {
 
 /// N at once: the row's cells and its JSON.
 async fn wave(eng: &Eng, n: usize) -> (Vec<String>, Value) {
-    let (res, wall) = batch(n, n, |_| eng.one()).await;
+    let (res, wall) = batch(n, n, |i| eng.one(i)).await;
     let ok: Vec<f64> = res.iter().filter_map(|r| r.as_ref().ok().copied()).collect();
     let errors: Vec<String> =
         res.iter().filter_map(|r| r.as_ref().err().map(|e| format!("{e:#}"))).collect();
@@ -118,7 +125,7 @@ pub async fn run(a: &StressArgs, ctx: &Ctx) -> Result<SuiteReport> {
             }
         };
         // one unmeasured sandbox first: the first run pays for page cache and image set-up
-        let warm = eng.one().await;
+        let warm = eng.one(0).await;
         if let (Err(e), Eng::Peer(_)) = (&warm, &eng) {
             report.finding(format!("{en} not measured: {e:#}"));
             skipped.insert(en.clone(), json!(format!("{e:#}")));
@@ -141,7 +148,7 @@ pub async fn run(a: &StressArgs, ctx: &Ctx) -> Result<SuiteReport> {
         }
     }
     crate::progress::finish();
-    stress.note("Every sandbox runs `echo hello` with hutch's defaults (512 MiB, 1 CPU, 64 pids, read-only root, no network); docker and podman with the same limits (isol8's flags). hutch = a `hutch run` process per sandbox (like `docker run --rm`); hutch-lib = all sandboxes in one process through the library (what the daemon does). Latency is per sandbox, from its start to its exit; throughput = successful sandboxes / wall time.");
+    stress.note("Every sandbox runs `echo hello` with hutch's defaults (512 MiB, 1 CPU, 64 pids, read-only root, no network); docker and podman with the same limits (isol8's flags). hutch = a `hutch run` process per sandbox (like `docker run --rm`); hutch-lib = all sandboxes in one process through the library (what the daemon does); crun-floor = `crun run` of hutch's own bundle with `echo` in place of the agent, one bundle per sandbox (the least any container engine can cost here). Latency is per sandbox, from its start to its exit; throughput = successful sandboxes / wall time.");
     let burst_of = |en: &str| results.get(en).map(|r| r["burst"].clone());
     let mut targets = Vec::new();
     if let Some(h) = burst_of("hutch") {
