@@ -26,7 +26,7 @@ pub struct StressArgs {
     pub burst: usize,
     /// Engines: hutch (`hutch run` processes), hutch-lib (one process, the library), crun-floor
     /// (`crun run` of hutch's bundle, the least a container can cost), docker, podman
-    #[arg(long, default_value = "hutch,hutch-lib,docker,podman")]
+    #[arg(long, default_value = "hutch,hutch-lib,crun-floor,docker,podman")]
     pub engines: String,
 }
 
@@ -110,6 +110,13 @@ pub async fn run(a: &StressArgs, ctx: &Ctx) -> Result<SuiteReport> {
             "hutch-lib" => Eng::Lib(
                 ContainerBackend::new(ContainerConfig::new(RuntimeKind::Crun))
                     .context("container backend")?,
+            ),
+            "crun-floor" => Eng::Floor(
+                (0..parallel.max(burst))
+                    .map(|i| {
+                        crate::peers::Floor::new(RuntimeKind::Crun, &ARGV, &format!("stress{i}"))
+                    })
+                    .collect::<Result<_>>()?,
             ),
             other => {
                 let kind = if other == "docker" { EngineKind::Docker } else { EngineKind::Podman };
