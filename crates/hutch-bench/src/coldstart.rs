@@ -186,8 +186,13 @@ pub async fn run(a: &ColdstartArgs, ctx: &Ctx) -> Result<SuiteReport> {
     if a.concurrency == 0 {
         bail!("BENCH_CONCURRENCY must be at least 1");
     }
-    // secure-exec's BENCH_ITERATIONS: how many times each batch runs (samples = batch x rounds)
-    let rounds = ctx.iterations_or(1);
+    // secure-exec's BENCH_ITERATIONS: how many times each batch runs (samples = batch x rounds);
+    // unset, small batches repeat until a cell has at least 10 samples
+    let rounds_for = |n: usize| match (ctx.smoke, ctx.iterations) {
+        (true, _) => 1,
+        (false, Some(i)) => i.max(1),
+        (false, None) => 10usize.div_ceil(n).max(1),
+    };
     let warmup = ctx.warmup.min(1);
     let peer_max = if ctx.smoke { 2 } else { a.peer_max_batch };
 
@@ -253,6 +258,7 @@ pub async fn run(a: &ColdstartArgs, ctx: &Ctx) -> Result<SuiteReport> {
                 let conc = if mode == "concurrent" { a.concurrency } else { 1 };
                 let mut samples = Vec::new();
                 let t = std::time::Instant::now();
+                let rounds = rounds_for(n);
                 for _ in 0..rounds {
                     match subject.run_batch(n, conc, warmup).await {
                         Ok(s) => samples.extend(s),
@@ -300,8 +306,9 @@ pub async fn run(a: &ColdstartArgs, ctx: &Ctx) -> Result<SuiteReport> {
     }
     crate::progress::finish();
     table.note(format!(
-        "cold = a new sandbox up to the result of its first `echo hello`; warm = a second `echo hello` in it; concurrent mode keeps {} in flight; the peers run batches up to {peer_max}; each cell ran {rounds} time(s) (BENCH_ITERATIONS) after {warmup} warm-up sandbox(es). secure-exec runs `export const x = 1;` in a V8 isolate (no process, no kernel isolation): its own benchmark's workload.",
-        a.concurrency
+        "cold = a new sandbox up to the result of its first `echo hello`; warm = a second `echo hello` in it; concurrent mode keeps {} in flight; the peers run batches up to {peer_max}; each batch ran {} (BENCH_ITERATIONS; unset: until a cell has 10 samples), after {warmup} warm-up sandbox(es). secure-exec runs `export const x = 1;` in a V8 isolate (no process, no kernel isolation): its own benchmark's workload.",
+        a.concurrency,
+        match ctx.iterations { Some(i) if !ctx.smoke => format!("{i} time(s)"), _ if ctx.smoke => "once".to_string(), _ => "ceil(10 / batch) time(s)".to_string() }
     ));
     let mut phases = Table::new(
         "Phase breakdown, p50 ms over all batches",
@@ -342,7 +349,7 @@ pub async fn run(a: &ColdstartArgs, ctx: &Ctx) -> Result<SuiteReport> {
     }
     report.doc = json!({
         "scenarioSetup": {"scenarios": scenarios, "batchSizes": sizes, "modes": modes, "concurrency": a.concurrency,
-                          "iterations": rounds, "warmup": warmup, "peerMaxBatch": peer_max, "command": ARGV},
+                          "iterations": ctx.iterations, "warmup": warmup, "peerMaxBatch": peer_max, "command": ARGV},
         "results": results,
         "ratios": ratios,
         "skipped": skipped,
