@@ -10,7 +10,7 @@ use hutch_backend_process::ProcessBackend;
 use hutch_core::{Backend, SandboxSpec};
 use serde_json::{json, Value};
 
-use crate::peers::{Bwrap, Engine, EngineKind, Floor};
+use crate::peers::{Bwrap, Engine, Floor};
 use crate::report::{ms, SuiteReport, Table};
 use crate::stats::summarize;
 use crate::subject::{batch, compare, exec_ms, hutch_bin, hutch_run_once};
@@ -177,7 +177,6 @@ pub async fn run(a: &BackendsArgs, ctx: &Ctx) -> Result<SuiteReport> {
         &["backend", "prepare", "runtime_create", "agent_ready", "exec", "destroy"],
     );
     let mut results = BTreeMap::new();
-    let mut skipped = serde_json::Map::new();
     let hutch = hutch_bin()?;
     crate::progress::start("backends", subjects.len());
     for name in &subjects {
@@ -197,23 +196,15 @@ pub async fn run(a: &BackendsArgs, ctx: &Ctx) -> Result<SuiteReport> {
             "bwrap" => match Bwrap::find() {
                 Ok(b) => Subj::Bwrap(b),
                 Err(why) => {
-                    report.finding(format!("bwrap not measured: {why}"));
-                    skipped.insert(name.clone(), json!(why));
+                    report.skip("bwrap", &why, false);
                     crate::progress::advance(1);
                     continue;
                 }
             },
-            _ => match Engine::start(if name == "docker" {
-                EngineKind::Docker
-            } else {
-                EngineKind::Podman
-            })
-            .await
-            {
+            _ => match Engine::start_named(name).await {
                 Ok(e) => Subj::Peer(Box::new(e)),
                 Err(why) => {
-                    report.finding(format!("{name} not measured: {why}"));
-                    skipped.insert(name.clone(), json!(why));
+                    report.skip(name, &why, false);
                     crate::progress::advance(1);
                     continue;
                 }
@@ -231,8 +222,7 @@ pub async fn run(a: &BackendsArgs, ctx: &Ctx) -> Result<SuiteReport> {
                 return Err(e.context(format!("backends: {name}")))
             }
             Err(e) => {
-                report.finding(format!("{name} failed during the run: {e:#}"));
-                skipped.insert(name.clone(), json!(format!("{e:#}")));
+                report.skip(name, &format!("{e:#}"), true);
             }
         }
         crate::progress::advance(1);
@@ -325,7 +315,7 @@ pub async fn run(a: &BackendsArgs, ctx: &Ctx) -> Result<SuiteReport> {
             }
         }
     }
-    report.doc = json!({"config": {"iterations": n, "warmup": warmup, "throughput_sandboxes": tput_n, "concurrency": a.concurrency}, "results": results, "skipped": skipped});
+    report.doc = json!({"config": {"iterations": n, "warmup": warmup, "throughput_sandboxes": tput_n, "concurrency": a.concurrency}, "results": results});
     report.tables = vec![main, phase_t, iso];
     Ok(report)
 }

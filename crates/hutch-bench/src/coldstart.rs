@@ -11,11 +11,11 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use hutch_backend_container::{ContainerBackend, ContainerConfig, RuntimeKind};
+use hutch_backend_container::ContainerBackend;
 use serde_json::{json, Value};
 
 use crate::http::{Conn, LocalDaemon};
-use crate::peers::{Engine, EngineKind};
+use crate::peers::Engine;
 use crate::report::{ms, SuiteReport, Table};
 use crate::stats::summarize;
 use crate::subject::{batch, compare, phase_summaries, Sample};
@@ -197,7 +197,6 @@ pub async fn run(a: &ColdstartArgs, ctx: &Ctx) -> Result<SuiteReport> {
     let peer_max = if ctx.smoke { 2 } else { a.peer_max_batch };
 
     let mut report = SuiteReport::new("coldstart", Value::Null);
-    let mut skipped = serde_json::Map::new();
     let mut results = Vec::new();
     let mut table = Table::new(
         "Cold start matrix: `echo hello` (secure-exec's shape)",
@@ -219,28 +218,20 @@ pub async fn run(a: &ColdstartArgs, ctx: &Ctx) -> Result<SuiteReport> {
     for sc in &scenarios {
         crate::progress::step(&format!("{sc}: starting"));
         let subject = match sc.as_str() {
-            "hutch" => Subject::Hutch(
-                ContainerBackend::new(ContainerConfig::new(RuntimeKind::Crun))
-                    .context("container backend")?,
-            ),
+            "hutch" => Subject::Hutch(crate::subject::crun_backend()?),
             "hutch-api" => Subject::Api(LocalDaemon::start("coldstart").await?),
-            "docker" | "podman" => {
-                let kind = if sc == "docker" { EngineKind::Docker } else { EngineKind::Podman };
-                match Engine::start(kind).await {
-                    Ok(e) => Subject::Engine(Box::new(e)),
-                    Err(why) => {
-                        report.finding(format!("{sc} not measured: {why}"));
-                        skipped.insert(sc.clone(), json!(why));
-                        crate::progress::advance(modes.len() * sizes.len());
-                        continue;
-                    }
+            "docker" | "podman" => match Engine::start_named(sc).await {
+                Ok(e) => Subject::Engine(Box::new(e)),
+                Err(why) => {
+                    report.skip(sc, &why, false);
+                    crate::progress::advance(modes.len() * sizes.len());
+                    continue;
                 }
-            }
+            },
             _ => match crate::peers::secure_exec_prefix() {
                 Ok(p) => Subject::SecureExec(p),
                 Err(why) => {
-                    report.finding(format!("{sc} not measured: {why}"));
-                    skipped.insert(sc.clone(), json!(why));
+                    report.skip(sc, &why, false);
                     crate::progress::advance(modes.len() * sizes.len());
                     continue;
                 }
@@ -296,8 +287,7 @@ pub async fn run(a: &ColdstartArgs, ctx: &Ctx) -> Result<SuiteReport> {
             }
         }
         if let Some(why) = failed {
-            report.finding(format!("{sc} failed during the run, its rows are incomplete: {why}"));
-            skipped.insert(sc.clone(), json!(why));
+            report.skip(sc, &why, true);
         }
         if !all_samples.is_empty() && all_samples.iter().any(|s| !s.phases.is_empty()) {
             phase_rows.push((sc.clone(), phase_summaries(&all_samples)));
@@ -352,7 +342,6 @@ pub async fn run(a: &ColdstartArgs, ctx: &Ctx) -> Result<SuiteReport> {
                           "iterations": ctx.iterations, "warmup": warmup, "peerMaxBatch": peer_max, "command": ARGV},
         "results": results,
         "ratios": ratios,
-        "skipped": skipped,
     });
     report.tables = vec![table, phases];
     Ok(report)

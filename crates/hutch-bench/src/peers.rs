@@ -196,6 +196,15 @@ pub struct Engine {
 }
 
 impl Engine {
+    /// Starts the engine a suite names: "docker" or "podman".
+    pub async fn start_named(name: &str) -> Result<Self, Missing> {
+        match name {
+            "docker" => Self::start(EngineKind::Docker).await,
+            "podman" => Self::start(EngineKind::Podman).await,
+            other => Err(format!("{other} is not a container engine")),
+        }
+    }
+
     /// Starts the engine (Docker: a private daemon) and imports the image if needed.
     pub async fn start(kind: EngineKind) -> Result<Self, Missing> {
         Self::try_start(kind).await.map_err(|e| format!("{e:#}"))

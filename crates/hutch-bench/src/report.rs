@@ -142,11 +142,23 @@ pub struct SuiteReport {
     pub tables: Vec<Table>,
     /// Plain findings for the report: ratios, who beat whom, which peers were skipped and why.
     pub findings: Vec<String>,
+    /// Peers (or scenarios) not measured, or measured only in part, with the reason.
+    pub skipped: std::collections::BTreeMap<String, String>,
 }
 
 impl SuiteReport {
     pub fn new(suite: &'static str, doc: Value) -> Self {
-        Self { suite, doc, tables: Vec::new(), findings: Vec::new() }
+        Self { suite, doc, tables: Vec::new(), findings: Vec::new(), skipped: Default::default() }
+    }
+
+    /// Records that `name` was not measured (`during_run`: it failed part-way) and why.
+    pub fn skip(&mut self, name: &str, why: &str, during_run: bool) {
+        self.finding(if during_run {
+            format!("{name} failed during the run, its rows are incomplete: {why}")
+        } else {
+            format!("{name} not measured: {why}")
+        });
+        self.skipped.insert(name.to_string(), why.to_string());
     }
 
     pub fn finding(&mut self, text: impl Into<String>) {
@@ -177,6 +189,7 @@ impl SuiteReport {
             obj.insert("suite".into(), Value::from(self.suite));
             obj.entry("machine").or_insert_with(crate::snapshot::machine);
             obj.insert("findings".into(), serde_json::json!(self.findings));
+            obj.insert("skipped".into(), serde_json::json!(self.skipped));
         }
         let path = write_json(dir, self.suite, &self.doc)?;
         for t in &self.tables {

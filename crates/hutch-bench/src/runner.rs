@@ -6,7 +6,6 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use hutch_backend_container::{ContainerBackend, ContainerConfig, RuntimeKind};
 use hutch_core::{Backend, Discard, ExecRequest, SandboxSpec};
 use serde_json::{json, Value};
 
@@ -33,8 +32,7 @@ pub async fn run(a: &RunnerArgs, ctx: &crate::Ctx) -> Result<SuiteReport> {
     let mut t =
         Table::latency("code contexts in one sandbox (the secure-exec resident-runner scenario)");
     let t_ref = &mut t;
-    let backend = ContainerBackend::new(ContainerConfig::new(RuntimeKind::Crun))
-        .context("container backend")?;
+    let backend = crate::subject::crun_backend()?;
     let mut sb = backend.create(SandboxSpec::default()).await?;
     sb.start().await?;
     let mut in_process = serde_json::Map::new();
@@ -168,12 +166,12 @@ pub async fn run(a: &RunnerArgs, ctx: &crate::Ctx) -> Result<SuiteReport> {
                 json!({"summary": su, "samples_ms": samples})
             }
             Err(e) => {
-                report.finding(format!("secure-exec not measured: {e:#}"));
+                report.skip("secure-exec", &format!("{e:#}"), true);
                 json!({"not_measured": format!("{e:#}")})
             }
         },
         Err(why) => {
-            report.finding(format!("secure-exec not measured: {why}"));
+            report.skip("secure-exec", &why, false);
             json!({"not_measured": why})
         }
     };

@@ -7,11 +7,11 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use hutch_backend_container::{ContainerBackend, ContainerConfig, RuntimeKind};
+use hutch_backend_container::ContainerBackend;
 use hutch_core::{Backend, SandboxSpec};
 use serde_json::{json, Value};
 
-use crate::peers::{Engine, EngineKind};
+use crate::peers::Engine;
 use crate::report::{ms, SuiteReport, Table};
 use crate::stats::summarize;
 use crate::subject::{compare, phase_summaries, Sample};
@@ -170,27 +170,19 @@ pub async fn run(a: &RuntimesArgs, ctx: &Ctx) -> Result<SuiteReport> {
         &["runtime", "engine", "create", "start", "write code", "run", "cleanup"],
     );
     let mut results = Vec::new();
-    let mut skipped = serde_json::Map::new();
     crate::progress::start("runtimes", engines.len() * runtimes.len());
     for en in &engines {
         crate::progress::step(&format!("{en}: starting"));
         let eng = match en.as_str() {
-            "hutch" => Eng::Hutch(
-                ContainerBackend::new(ContainerConfig::new(RuntimeKind::Crun))
-                    .context("container backend")?,
-            ),
-            other => {
-                let kind = if other == "docker" { EngineKind::Docker } else { EngineKind::Podman };
-                match Engine::start(kind).await {
-                    Ok(e) => Eng::Peer(Box::new(e)),
-                    Err(why) => {
-                        report.finding(format!("{en} not measured: {why}"));
-                        skipped.insert(en.clone(), json!(why));
-                        crate::progress::advance(runtimes.len());
-                        continue;
-                    }
+            "hutch" => Eng::Hutch(crate::subject::crun_backend()?),
+            other => match Engine::start_named(other).await {
+                Ok(e) => Eng::Peer(Box::new(e)),
+                Err(why) => {
+                    report.skip(en, &why, false);
+                    crate::progress::advance(runtimes.len());
+                    continue;
                 }
-            }
+            },
         };
         let r =
             measure_engine(&eng, en, &runtimes, n, warmup, &mut main, &mut phases, &mut results)
@@ -200,10 +192,7 @@ pub async fn run(a: &RuntimesArgs, ctx: &Ctx) -> Result<SuiteReport> {
             Eng::Peer(mut e) => {
                 e.stop().await;
                 if let Err(err) = r {
-                    report.finding(format!(
-                        "{en} failed during the run, its rows are incomplete: {err:#}"
-                    ));
-                    skipped.insert(en.clone(), json!(format!("{err:#}")));
+                    report.skip(en, &format!("{err:#}"), true);
                 }
             }
         }
@@ -237,7 +226,6 @@ pub async fn run(a: &RuntimesArgs, ctx: &Ctx) -> Result<SuiteReport> {
     report.doc = json!({
         "config": {"iterations": n, "warmup": warmup, "runtimes": runtimes, "engines": engines},
         "results": results,
-        "skipped": skipped,
     });
     report.tables = vec![main, phases];
     Ok(report)

@@ -4,10 +4,10 @@
 //! burst in the same run.
 use anyhow::{Context, Result};
 use clap::Args;
-use hutch_backend_container::{ContainerBackend, ContainerConfig, RuntimeKind};
+use hutch_backend_container::{ContainerBackend, RuntimeKind};
 use serde_json::{json, Value};
 
-use crate::peers::{Engine, EngineKind};
+use crate::peers::Engine;
 use crate::report::{ms, SuiteReport, Table};
 use crate::stats::summarize;
 use crate::subject::{batch, hutch_bin, hutch_run_once};
@@ -101,16 +101,12 @@ pub async fn run(a: &StressArgs, ctx: &Ctx) -> Result<SuiteReport> {
     );
     let mut burst_t = Table::new(&format!("Burst: {burst} cold one-shot sandboxes at once"), &cols);
     let mut results = serde_json::Map::new();
-    let mut skipped = serde_json::Map::new();
     crate::progress::start("stress", engines.len() * 2);
     for en in &engines {
         crate::progress::step(&format!("{en}: starting"));
         let eng = match en.as_str() {
             "hutch" => Eng::Cli(hutch_bin()?),
-            "hutch-lib" => Eng::Lib(
-                ContainerBackend::new(ContainerConfig::new(RuntimeKind::Crun))
-                    .context("container backend")?,
-            ),
+            "hutch-lib" => Eng::Lib(crate::subject::crun_backend()?),
             "crun-floor" => Eng::Floor(
                 (0..parallel.max(burst))
                     .map(|i| {
@@ -118,24 +114,19 @@ pub async fn run(a: &StressArgs, ctx: &Ctx) -> Result<SuiteReport> {
                     })
                     .collect::<Result<_>>()?,
             ),
-            other => {
-                let kind = if other == "docker" { EngineKind::Docker } else { EngineKind::Podman };
-                match Engine::start(kind).await {
-                    Ok(e) => Eng::Peer(Box::new(e)),
-                    Err(why) => {
-                        report.finding(format!("{en} not measured: {why}"));
-                        skipped.insert(en.clone(), json!(why));
-                        crate::progress::advance(2);
-                        continue;
-                    }
+            other => match Engine::start_named(other).await {
+                Ok(e) => Eng::Peer(Box::new(e)),
+                Err(why) => {
+                    report.skip(en, &why, false);
+                    crate::progress::advance(2);
+                    continue;
                 }
-            }
+            },
         };
         // one unmeasured sandbox first: the first run pays for page cache and image set-up
         let warm = eng.one(0).await;
         if let (Err(e), Eng::Peer(_)) = (&warm, &eng) {
-            report.finding(format!("{en} not measured: {e:#}"));
-            skipped.insert(en.clone(), json!(format!("{e:#}")));
+            report.skip(en, &format!("{e:#}"), false);
         } else {
             warm.with_context(|| format!("{en}: a single sandbox"))?;
             crate::progress::step(&format!("{en}: {parallel} at once"));
@@ -185,7 +176,6 @@ pub async fn run(a: &StressArgs, ctx: &Ctx) -> Result<SuiteReport> {
     report.doc = json!({
         "config": {"parallel": parallel, "burst": burst, "engines": engines, "command": ARGV},
         "results": results,
-        "skipped": skipped,
         "targets": targets,
     });
     report.tables = vec![stress, burst_t, tt];

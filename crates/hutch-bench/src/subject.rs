@@ -17,6 +17,13 @@ pub fn hutch_bin() -> Result<PathBuf> {
     std::env::current_exe().context("locate the hutch binary")
 }
 
+/// hutch's container backend on crun, the default.
+pub fn crun_backend() -> Result<hutch_backend_container::ContainerBackend> {
+    use hutch_backend_container::{ContainerBackend, ContainerConfig, RuntimeKind};
+    ContainerBackend::new(ContainerConfig::new(RuntimeKind::Crun))
+        .context("container backend on crun")
+}
+
 /// One `hutch run --json` process; returns wall ms, the phase timings it reported and stdout.
 pub async fn hutch_run_once(
     hutch: &Path,
