@@ -316,7 +316,27 @@ pub async fn run(a: &BackendsArgs, ctx: &Ctx) -> Result<SuiteReport> {
         }
     }
     report.doc = json!({"config": {"iterations": n, "warmup": warmup, "throughput_sandboxes": tput_n, "concurrency": a.concurrency}, "results": results});
-    report.tables = vec![main, phase_t, iso];
+    let mut vs_docker = Vec::new();
+    if let Some(d) = &docker {
+        for name in ["hutch:crun", "hutch:runc"] {
+            if let Some(h) = results.get(name) {
+                for k in ["cold", "warm"] {
+                    if let (Some(dv), Some(hv)) = (med(d, k), med(h, k)) {
+                        vs_docker.push(dv / hv);
+                    }
+                }
+            }
+        }
+    }
+    let targets = vec![crate::report::faster_than_docker(
+        "container backend, cold one-shot and warm exec",
+        &vs_docker,
+    )];
+    let tt = crate::report::targets_table(&targets);
+    if let Some(obj) = report.doc.as_object_mut() {
+        obj.insert("targets".into(), json!(targets));
+    }
+    report.tables = vec![main, phase_t, iso, tt];
     Ok(report)
 }
 

@@ -343,6 +343,18 @@ pub async fn run(a: &ColdstartArgs, ctx: &Ctx) -> Result<SuiteReport> {
         "results": results,
         "ratios": ratios,
     });
-    report.tables = vec![table, phases];
+    let vs_docker: Vec<f64> = ratios
+        .iter()
+        .filter(|r| r["peer"] == "docker")
+        .flat_map(|r| [r["cold_peer_over_hutch"].as_f64(), r["warm_peer_over_hutch"].as_f64()])
+        .flatten()
+        .collect();
+    let targets =
+        vec![crate::report::faster_than_docker("cold and warm cell of the matrix", &vs_docker)];
+    let tt = crate::report::targets_table(&targets);
+    if let Some(obj) = report.doc.as_object_mut() {
+        obj.insert("targets".into(), json!(targets));
+    }
+    report.tables = vec![table, phases, tt];
     Ok(report)
 }

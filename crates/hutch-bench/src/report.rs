@@ -215,6 +215,19 @@ pub fn write_json(dir: &Path, suite: &str, doc: &Value) -> anyhow::Result<PathBu
     Ok(path)
 }
 
+/// The promise that hutch is faster than Docker on every path measured: `ratios` are Docker's
+/// median over hutch's, one per path; met when every one is above 1 (`value` is the smallest).
+pub fn faster_than_docker(what: &str, ratios: &[f64]) -> Value {
+    let min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    if ratios.is_empty() {
+        return serde_json::json!({"promise": format!("hutch faster than Docker on every {what}"), "value": null, "met": null});
+    }
+    serde_json::json!({
+        "promise": format!("hutch faster than Docker on every {what} (smallest Docker/hutch ratio of {} paths)", ratios.len()),
+        "value": min, "limit": 1.0, "met": min > 1.0,
+    })
+}
+
 /// One line per promise: what it is, the measured value, and whether it was met.
 pub fn targets_table<'a>(targets: impl IntoIterator<Item = &'a Value>) -> Table {
     let mut t = Table::new("promises checked by this suite", &["promise", "value", "verdict"]);
@@ -276,6 +289,15 @@ mod tests {
         let md = std::fs::read_to_string(dir.join("demo.md")).unwrap();
         assert!(md.starts_with("### `demo`\n\n- hutch 3.0x faster than docker\n"), "{md}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn faster_than_docker_needs_every_path() {
+        let t = faster_than_docker("path", &[8.0, 1.5, 12.0]);
+        assert_eq!((t["value"].as_f64(), t["met"].as_bool()), (Some(1.5), Some(true)));
+        let t = faster_than_docker("path", &[8.0, 0.9]);
+        assert_eq!(t["met"], false);
+        assert!(faster_than_docker("path", &[])["met"].is_null());
     }
 
     #[test]

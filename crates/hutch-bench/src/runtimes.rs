@@ -227,7 +227,24 @@ pub async fn run(a: &RuntimesArgs, ctx: &Ctx) -> Result<SuiteReport> {
         "config": {"iterations": n, "warmup": warmup, "runtimes": runtimes, "engines": engines},
         "results": results,
     });
-    report.tables = vec![main, phases];
+    let mut vs_docker = Vec::new();
+    for r in results.iter().filter(|r| r["engine"] == "docker") {
+        if let Some(h) =
+            results.iter().find(|h| h["engine"] == "hutch" && h["runtime"] == r["runtime"])
+        {
+            for k in ["cold", "warm"] {
+                if let (Some(d), Some(hv)) = (r[k]["median"].as_f64(), h[k]["median"].as_f64()) {
+                    vs_docker.push(d / hv);
+                }
+            }
+        }
+    }
+    let targets = vec![crate::report::faster_than_docker("runtime, cold and warm", &vs_docker)];
+    let tt = crate::report::targets_table(&targets);
+    if let Some(obj) = report.doc.as_object_mut() {
+        obj.insert("targets".into(), json!(targets));
+    }
+    report.tables = vec![main, phases, tt];
     Ok(report)
 }
 
