@@ -212,8 +212,8 @@ fn report_markdown(
     let mut s = String::from("# hutch bench report\n\n");
     let _ = writeln!(
         s,
-        "Every table: hutch and the peers in the same run, on this machine. {} Medians and same-run ratios; nothing is compared across machines.\n",
-        if ctx.smoke { "**Smoke run**: one iteration, small batches; the numbers only show that each suite runs." } else { "" }
+        "Every table: hutch and the peers in the same run, on this machine. Medians and same-run ratios; nothing is compared across machines.{}\n",
+        if ctx.smoke { " **Smoke run**: one iteration, small batches; the numbers only show that each suite runs." } else { "" }
     );
     let m =
         |k: &str| machine[k].as_str().map(String::from).unwrap_or_else(|| machine[k].to_string());
