@@ -138,21 +138,33 @@ pub async fn main(a: BenchArgs) -> Result<()> {
         warmup: if a.smoke { 0 } else { a.warmup },
         smoke: a.smoke,
     };
-    let r = match &a.suite {
-        None if a.smoke => run_all(&ctx, &a.out).await,
+    // Ctrl-C or SIGTERM drops the running suite, whose peers stop on drop (no daemon left behind)
+    let run = run_args(&a, &ctx);
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let r = tokio::select! {
+        r = run => r,
+        _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+        _ = term.recv() => Err(anyhow::anyhow!("terminated")),
+    };
+    progress::finish();
+    assets::cleanup();
+    r
+}
+
+async fn run_args(a: &BenchArgs, ctx: &Ctx) -> Result<()> {
+    match &a.suite {
+        None if a.smoke => run_all(ctx, &a.out).await,
         None => bail!(
             "name a suite ({}) or `all`; `hutch bench --smoke` runs every suite once",
             ALL.join(", ")
         ),
-        Some(Suite::All) => run_all(&ctx, &a.out).await,
+        Some(Suite::All) => run_all(ctx, &a.out).await,
         Some(s) => {
-            let mut rep = run_suite(s, &ctx).await?;
+            let mut rep = run_suite(s, ctx).await?;
             rep.write(&a.out)?;
             Ok(())
         }
-    };
-    assets::cleanup();
-    r
+    }
 }
 
 /// Every suite in turn; a suite that cannot run is recorded and the others still run; the run

@@ -188,6 +188,7 @@ const IMAGE: &str = "localhost/hutch-bench-host-usr:2";
 pub struct Engine {
     bin: PathBuf,
     podman: bool,
+    stopped: bool,
     global: Vec<String>,
     env: Vec<(String, String)>,
     daemon: Option<tokio::process::Child>,
@@ -258,6 +259,7 @@ impl Engine {
                 Engine {
                     bin,
                     podman: false,
+                    stopped: false,
                     global: vec!["--host".into(), format!("unix://{}", sock.display())],
                     env: Vec::new(),
                     daemon: Some(child),
@@ -292,6 +294,7 @@ impl Engine {
                 Engine {
                     bin,
                     podman: true,
+                    stopped: false,
                     global,
                     env: vec![("CONTAINERS_CONF".into(), conf.display().to_string())],
                     daemon: None,
@@ -454,22 +457,33 @@ impl Engine {
         Ok(timed(c.arg(name)).await?.0)
     }
 
-    /// Removes every container this run made, then stops the daemon.
+    /// Removes every container this run made, then stops the daemon. Also run on drop, so an
+    /// interrupted benchmark (Ctrl-C) leaves no daemon or container behind. Blocking: it runs
+    /// once at the end of a suite, when nothing else is being measured.
     pub async fn stop(&mut self) {
-        if let Ok((_, out)) = timed(self.cmd().args([
-            "ps",
-            "-aq",
-            "--filter",
-            &format!("name=hutch-bench-{}-", std::process::id()),
-        ]))
-        .await
-        {
-            let ids: Vec<String> =
-                String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect();
-            if !ids.is_empty() {
-                for id in ids {
-                    let _ = self.remove(&id).await;
+        self.stop_blocking();
+    }
+
+    fn stop_blocking(&mut self) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
+        let std_cmd = || {
+            let mut c = std::process::Command::new(&self.bin);
+            c.args(&self.global).envs(self.env.iter().map(|(k, v)| (k, v)));
+            c.stdin(Stdio::null()).stderr(Stdio::null());
+            c
+        };
+        let mine = format!("name=hutch-bench-{}-", std::process::id());
+        if let Ok(out) = std_cmd().args(["ps", "-aq", "--filter", &mine]).output() {
+            for id in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                let mut rm = std_cmd();
+                rm.args(["rm", "-f"]);
+                if self.podman {
+                    rm.args(["--time", "0"]);
                 }
+                let _ = rm.arg(id).stdout(Stdio::null()).status();
             }
         }
         if let Some(mut d) = self.daemon.take() {
@@ -477,12 +491,20 @@ impl Engine {
                 let _ =
                     std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
             }
-            if tokio::time::timeout(Duration::from_secs(20), d.wait()).await.is_err() {
-                let _ = d.kill().await;
+            let t = Instant::now();
+            while matches!(d.try_wait(), Ok(None)) && t.elapsed() < Duration::from_secs(20) {
+                std::thread::sleep(Duration::from_millis(50));
             }
+            let _ = d.start_kill();
         }
         let _ = std::fs::remove_dir_all(&self.run_dir);
         let _ = std::fs::remove_dir(run_dir());
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.stop_blocking();
     }
 }
 
