@@ -169,7 +169,7 @@ pub async fn run(a: &BackendsArgs, ctx: &Ctx) -> Result<SuiteReport> {
             "no_new_privs",
             "root",
             "visible pids",
-            "memory limit",
+            "memory limit seen inside",
         ],
     );
     let mut phase_t = Table::new(
