@@ -175,6 +175,7 @@ async fn run_all(ctx: &Ctx, out: &Path) -> Result<()> {
     let mut sections = Vec::new();
     let mut failed = Vec::new();
     let mut timings = Vec::new();
+    let mut promises = Vec::new();
     for name in ALL {
         progress::line(&format!(
             "\n######## hutch bench {name}{}",
@@ -184,6 +185,9 @@ async fn run_all(ctx: &Ctx, out: &Path) -> Result<()> {
         match run_named(name, ctx).await {
             Ok(mut rep) => {
                 rep.write(out).with_context(|| format!("write the {name} results"))?;
+                for t in rep.doc["targets"].as_array().into_iter().flatten() {
+                    promises.push((name, t.clone()));
+                }
                 sections.push(rep.markdown());
             }
             Err(e) => {
@@ -196,6 +200,13 @@ async fn run_all(ctx: &Ctx, out: &Path) -> Result<()> {
         timings.push((name, t.elapsed().as_secs_f64()));
     }
     let plots = draw_plots(out).await;
+    let mut summary = report::targets_table(promises.iter().map(|(_, t)| t));
+    summary.title = "Promises checked in this run (docs/SPECIFICATION.md)".into();
+    summary.columns.insert(0, "suite".into());
+    for (row, (suite, _)) in summary.rows.iter_mut().zip(&promises) {
+        row.insert(0, suite.to_string());
+    }
+    sections.insert(0, summary.markdown());
     let md = report_markdown(
         &machine,
         ctx,
