@@ -116,20 +116,23 @@ def rss():
 
 def throughput_vs_connections():
     # the gateway suite (the WebAssembly-vs-Docker study) writes gateway-latest.json with
-    # results [{variant, conns, rps}]; drawn when present
+    # rows [{variant, workload, conns, rps}]; one panel per workload
     doc = load("gateway")
-    if not doc or not isinstance(doc.get("results"), list):
-        return
-    rows = [r for r in doc["results"] if "conns" in r and "rps" in r]
+    rows = [r for r in (doc or {}).get("rows", []) if "conns" in r and "rps" in r]
     if not rows:
         return
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for v in dict.fromkeys(r.get("variant", "?") for r in rows):
-        pts = sorted((r["conns"], r["rps"]) for r in rows if r.get("variant", "?") == v)
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=v)
-    ax.set_xlabel("connections")
-    ax.set_ylabel("requests/s")
-    ax.legend()
+    workloads = list(dict.fromkeys(r.get("workload", "?") for r in rows))
+    fig, axes = plt.subplots(1, len(workloads), figsize=(4.5 * len(workloads), 4), squeeze=False)
+    for ax, w in zip(axes[0], workloads):
+        for v in dict.fromkeys(r.get("variant", "?") for r in rows):
+            pts = sorted((r["conns"], r["rps"]) for r in rows if r.get("variant", "?") == v and r.get("workload", "?") == w)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=v)
+        ax.set_xscale("log")
+        ax.set_xlabel("connections")
+        ax.set_ylabel("requests/s")
+        ax.set_title(f"gateway: {w}")
+    axes[0][0].legend(fontsize=7)
     save(fig, "plot-throughput-vs-connections.png")
 
 

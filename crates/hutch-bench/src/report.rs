@@ -144,11 +144,20 @@ pub struct SuiteReport {
     pub findings: Vec<String>,
     /// Peers (or scenarios) not measured, or measured only in part, with the reason.
     pub skipped: std::collections::BTreeMap<String, String>,
+    /// Markdown a suite wrote itself (`<suite>-latest.md`), put in the report as it is.
+    pub own_markdown: Option<String>,
 }
 
 impl SuiteReport {
     pub fn new(suite: &'static str, doc: Value) -> Self {
-        Self { suite, doc, tables: Vec::new(), findings: Vec::new(), skipped: Default::default() }
+        Self {
+            suite,
+            doc,
+            tables: Vec::new(),
+            findings: Vec::new(),
+            skipped: Default::default(),
+            own_markdown: None,
+        }
     }
 
     /// Records that `name` was not measured (`during_run`: it failed part-way) and why.
@@ -173,6 +182,17 @@ impl SuiteReport {
             let _ = writeln!(s, "- {f}");
         }
         if !self.findings.is_empty() {
+            s.push('\n');
+        }
+        if let Some(own) = &self.own_markdown {
+            // its headings one level down, under the suite's
+            for line in own.lines() {
+                if line.starts_with('#') {
+                    s.push_str("###");
+                }
+                s.push_str(line);
+                s.push('\n');
+            }
             s.push('\n');
         }
         for t in &self.tables {
@@ -228,6 +248,41 @@ pub fn faster_than_docker(what: &str, ratios: &[f64]) -> Value {
     })
 }
 
+/// The plain stderr table of the suites that write their own results (`wasm`, `gateway`; see
+/// [`crate::legacy`]). Unused on this branch until those suites are merged in.
+#[allow(dead_code)]
+pub fn table_header() {
+    crate::progress::line(&format!(
+        "{:<44} {:>6} {:>10} {:>10} {:>10}",
+        "scenario", "n", "median ms", "p90 ms", "min ms"
+    ));
+}
+
+#[allow(dead_code)]
+pub fn table_row(name: &str, s: &Summary) {
+    crate::progress::line(&format!(
+        "{:<44} {:>6} {:>10.3} {:>10.3} {:>10.3}",
+        name, s.n, s.median, s.p90, s.min
+    ));
+}
+
+/// One line per promise on stderr, for the suites that write their own results.
+#[allow(dead_code)]
+pub fn print_targets<'a>(targets: impl IntoIterator<Item = &'a Value>) {
+    for t in targets {
+        let verdict = match t["met"].as_bool() {
+            Some(true) => "met",
+            Some(false) => "NOT met",
+            None => "not measured",
+        };
+        crate::progress::line(&format!(
+            "target: {} -> {} ({verdict})",
+            t["promise"].as_str().unwrap_or(""),
+            t["value"]
+        ));
+    }
+}
+
 /// One line per promise: what it is, the measured value, and whether it was met.
 pub fn targets_table<'a>(targets: impl IntoIterator<Item = &'a Value>) -> Table {
     let mut t = Table::new("promises checked by this suite", &["promise", "value", "verdict"]);
@@ -240,6 +295,7 @@ pub fn targets_table<'a>(targets: impl IntoIterator<Item = &'a Value>) -> Table 
         let value = match &p["value"] {
             Value::Number(n) => n.as_f64().map(ms).unwrap_or_default(),
             Value::Null => "-".into(),
+            Value::String(v) => v.clone(),
             v => v.to_string(),
         };
         t.row(vec![p["promise"].as_str().unwrap_or("").into(), value, verdict.into()]);
