@@ -2,19 +2,19 @@
 //! an equivalent bundle (same mounts, namespaces, seccomp and cgroup limits; the command instead
 //! of the agent), interleaved so both see the same machine load. Then warm exec in one live
 //! sandbox through the library, which is what a daemon-held sandbox costs per command.
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use hutch_backend_container::{ContainerBackend, ContainerConfig, RuntimeKind};
 use hutch_backend_process::ProcessBackend;
 use hutch_core::{Backend, Discard, ExecRequest, SandboxSpec};
+
+use crate::peers::{Bwrap, Floor};
+use crate::report::{targets_table, SuiteReport, Table};
+use crate::subject::{hutch_bin, hutch_run_once, phase_summaries, Sample};
 use serde_json::{json, Value};
 
-use crate::report::{print_targets, table_header, table_row, write_json};
 use crate::stats::summarize;
 
 #[derive(Debug, Args)]
@@ -30,179 +30,63 @@ pub struct ColdArgs {
 const COMMANDS: [(&str, &[&str]); 2] =
     [("echo", &["echo", "hello"]), ("python", &["python3", "-c", "print(1)"])];
 
-struct Floor {
-    dir: PathBuf,
-    id: String,
-    backend: ContainerBackend,
-}
-
-impl Floor {
-    /// Writes hutch's own bundle for a default sandbox, with `argv` as the container process.
-    fn new(backend: &ContainerBackend, argv: &[&str], tag: &str) -> Result<Self> {
-        let id = format!("hutch-floor-{}-{tag}", std::process::id());
-        let dir = backend.state_dir().join("bench").join(&id);
-        std::fs::create_dir_all(&dir)?;
-        backend.write_bundle(&id, &SandboxSpec::default(), &dir)?;
-        let cfg_path = dir.join("config.json");
-        let mut cfg: Value = serde_json::from_slice(&std::fs::read(&cfg_path)?)?;
-        cfg["process"]["args"] = json!(argv);
-        cfg["process"]["cwd"] = json!("/workspace");
-        std::fs::write(&cfg_path, serde_json::to_vec(&cfg)?)?;
-        Ok(Self { dir, id, backend: backend.clone() })
-    }
-
-    async fn run_once(&self) -> Result<f64> {
-        let mut cmd = self.backend.runtime().foreground_command(&self.id, &self.dir);
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let t = Instant::now();
-        let out = cmd.output().await.context("run the OCI runtime")?;
-        let ms = t.elapsed().as_secs_f64() * 1e3;
-        if !out.status.success() || out.stdout.is_empty() {
-            bail!("floor run failed: {}", String::from_utf8_lossy(&out.stderr).trim());
-        }
-        Ok(ms)
-    }
-}
-
-impl Drop for Floor {
-    fn drop(&mut self) {
-        self.backend.runtime().delete_blocking(&self.id);
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// One bubblewrap sandbox: new pid, net, ipc and uts namespaces, the host's /usr (and its
-/// /bin, /lib* links) read-only, tmpfs /tmp, fresh /proc and /dev, as a plain peer would set it up.
-async fn bwrap_once(bwrap: &Path, argv: &[&str]) -> Result<f64> {
-    let mut cmd = tokio::process::Command::new(bwrap);
-    cmd.args([
-        "--unshare-pid",
-        "--unshare-net",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--die-with-parent",
-        "--ro-bind",
-        "/usr",
-        "/usr",
-    ]);
-    for d in ["bin", "sbin", "lib", "lib64"] {
-        let host = Path::new("/").join(d);
-        match std::fs::read_link(&host) {
-            Ok(target) => {
-                cmd.arg("--symlink").arg(target).arg(&host);
-            }
-            Err(_) if host.is_dir() => {
-                cmd.arg("--ro-bind").arg(&host).arg(&host);
-            }
-            Err(_) => {}
-        }
-    }
-    cmd.args(["--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp", "--"])
-        .args(argv);
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let t = Instant::now();
-    let out = cmd.output().await.context("run bwrap")?;
-    let ms = t.elapsed().as_secs_f64() * 1e3;
-    if !out.status.success() || out.stdout.is_empty() {
-        bail!("bwrap run failed: {}", String::from_utf8_lossy(&out.stderr).trim());
-    }
-    Ok(ms)
-}
-
-/// One `hutch run --json` process; returns wall ms and the phase timings it reported.
-async fn hutch_run_once(
-    hutch: &Path,
-    runtime: &str,
-    argv: &[&str],
-) -> Result<(f64, BTreeMap<String, f64>)> {
-    let mut cmd = tokio::process::Command::new(hutch);
-    cmd.args(["run", "--json", "--runtime", runtime, "--"]).args(argv);
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let t = Instant::now();
-    let out = cmd.output().await.context("run hutch")?;
-    let ms = t.elapsed().as_secs_f64() * 1e3;
-    if !out.status.success() {
-        bail!("hutch run failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
-    }
-    let j: Value = serde_json::from_slice(&out.stdout).context("parse hutch run --json")?;
-    let phases = j["timings"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.trim_end_matches("_ms").to_string(), v.as_f64()?)))
-                .collect()
-        })
-        .unwrap_or_default();
-    Ok((ms, phases))
-}
-
-fn phase_summaries(samples: &[BTreeMap<String, f64>]) -> Value {
-    let mut by: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    for s in samples {
-        for (k, v) in s {
-            by.entry(k.clone()).or_default().push(*v);
-        }
-    }
-    json!(by.into_iter().map(|(k, v)| (k, summarize(&v))).collect::<BTreeMap<_, _>>())
-}
-
-pub async fn run(a: &ColdArgs, iterations: usize, warmup: usize, out: &Path) -> Result<()> {
-    let hutch = std::env::current_exe().context("locate the hutch binary")?;
+pub async fn run(a: &ColdArgs, ctx: &crate::Ctx) -> Result<SuiteReport> {
+    let (iterations, warmup) = (ctx.iterations_or(20), ctx.warmup);
+    let hutch = hutch_bin()?;
     let mut results = Vec::new();
     let mut ratios = serde_json::Map::new();
-    table_header();
+    let mut t = Table::latency("hutch run against the raw OCI runtime (the floor)");
     for rt in &a.runtimes {
         let kind = RuntimeKind::parse(rt)?;
-        let backend = ContainerBackend::new(ContainerConfig::new(kind))
-            .with_context(|| format!("container backend with {rt}"))?;
         for (name, argv) in COMMANDS {
-            let floor = Floor::new(&backend, argv, name)?;
+            let floor = Floor::new(kind, argv, name)?;
             let (mut floor_ms, mut hutch_ms, mut phases) = (Vec::new(), Vec::new(), Vec::new());
             for i in 0..warmup + iterations {
                 // interleaved: both see the same load
-                let f = floor.run_once().await?;
-                let (h, p) = hutch_run_once(&hutch, rt, argv).await?;
+                let (f, _) = floor.run_once().await?;
+                let (h, p, _) = hutch_run_once(&hutch, "container", rt, argv).await?;
                 if i >= warmup {
                     floor_ms.push(f);
                     hutch_ms.push(h);
-                    phases.push(p);
+                    phases.push(Sample { phases: p, ..Default::default() });
                 }
             }
             let (fs, hs) = (summarize(&floor_ms), summarize(&hutch_ms));
-            table_row(&format!("floor: {rt} run ({name})"), &fs);
-            table_row(&format!("hutch run --runtime {rt} ({name})"), &hs);
+            t.summary(&format!("floor: {rt} run ({name})"), &fs);
+            t.summary(&format!("hutch run --runtime {rt} ({name})"), &hs);
             let ratio = hs.median / fs.median;
-            eprintln!("{:<44} {:>6} {:>10.2}x", format!("  ratio hutch/{rt} ({name})"), "", ratio);
+            t.note(format!("hutch / {rt} ({name}): {ratio:.2}x"));
             ratios.insert(format!("{rt}_{name}"), json!(ratio));
             results.push(json!({"scenario": "floor", "runtime": rt, "command": name, "argv": argv, "summary": fs, "samples_ms": floor_ms}));
-            results.push(json!({"scenario": "hutch_run", "runtime": rt, "command": name, "argv": argv, "summary": hs, "samples_ms": hutch_ms, "phases_ms": phase_summaries(&phases)}));
+            results.push(json!({"scenario": "hutch_run", "runtime": rt, "command": name, "argv": argv, "summary": hs, "samples_ms": hutch_ms, "phases_ms": json!(phase_summaries(&phases))}));
         }
     }
 
     // Peer: bubblewrap (no cgroup limits, no seccomp by default: a lighter isolation than
     // hutch's), the same commands on the host's /usr read-only. Measured when installed.
     let mut peers = serde_json::Map::new();
-    match hutch_backend_container::runtime::which("bwrap") {
-        Some(bwrap) => {
+    let mut report_findings = Vec::new();
+    match Bwrap::find() {
+        Ok(bwrap) => {
             for (name, argv) in COMMANDS {
                 let mut samples = Vec::new();
                 for i in 0..warmup + iterations {
-                    let ms = bwrap_once(&bwrap, argv).await?;
+                    let (ms, _) = bwrap.run_once(argv).await?;
                     if i >= warmup {
                         samples.push(ms);
                     }
                 }
                 let su = summarize(&samples);
-                table_row(&format!("peer: bwrap ({name})"), &su);
+                t.summary(&format!("peer: bwrap ({name})"), &su);
                 peers.insert(
                     format!("bwrap_{name}"),
                     json!({"summary": su, "samples_ms": samples, "argv": argv}),
                 );
             }
         }
-        None => {
-            eprintln!("peer: bwrap is not installed (apt-get install bubblewrap); not measured");
-            peers.insert("bwrap".into(), json!({"not_measured": "bubblewrap is not installed"}));
+        Err(why) => {
+            report_findings.push(format!("bwrap not measured: {why}"));
+            peers.insert("bwrap".into(), json!({"not_measured": why}));
         }
     }
 
@@ -244,7 +128,7 @@ pub async fn run(a: &ColdArgs, iterations: usize, warmup: usize, out: &Path) -> 
             bail!("warm exec on {label} failed: {f}");
         }
         let s = summarize(&samples);
-        table_row(&format!("warm exec echo, live sandbox ({label})"), &s);
+        t.summary(&format!("warm exec echo, live sandbox ({label})"), &s);
         warm.insert(label, json!({"summary": s, "cold_phases_ms": timings.to_json()}));
     }
 
@@ -255,8 +139,6 @@ pub async fn run(a: &ColdArgs, iterations: usize, warmup: usize, out: &Path) -> 
          "met": warm.values().next().and_then(|w| w["summary"]["median"].as_f64()).map(|m| m < 2.0)},
     ]);
     let doc = json!({
-        "suite": "cold",
-        "machine": crate::snapshot::machine(),
         "config": {"iterations": iterations, "warmup": warmup, "warm_execs": warm_n, "runtimes": a.runtimes},
         "results": results,
         "ratios": ratios,
@@ -264,8 +146,11 @@ pub async fn run(a: &ColdArgs, iterations: usize, warmup: usize, out: &Path) -> 
         "peers": peers,
         "targets": targets,
     });
-    print_targets(targets.as_array().into_iter().flatten());
-    let path = write_json(out, "cold", &doc)?;
-    eprintln!("results: {}", path.display());
-    Ok(())
+    let tt = targets_table(targets.as_array().into_iter().flatten());
+    let mut report = SuiteReport::new("cold", doc);
+    for f in report_findings {
+        report.finding(f);
+    }
+    report.tables = vec![t, tt];
+    Ok(report)
 }

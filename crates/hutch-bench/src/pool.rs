@@ -7,7 +7,6 @@
 //!    warm from a pool to the result of its first exec, against creating one cold and running
 //!    the same exec, in the same run.
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -15,7 +14,7 @@ use clap::Args;
 use serde_json::{json, Value};
 
 use crate::http::{Conn, LocalDaemon};
-use crate::report::{print_targets, table_header, table_row, write_json};
+use crate::report::{targets_table, SuiteReport, Table};
 use crate::stats::summarize;
 
 /// Ash's published p50s (ms) for the operations it names (docs/benchmarks/2026-02-18-pool-overhead.md).
@@ -63,9 +62,10 @@ async fn first_exec(conn: &mut Conn, create: &Value) -> Result<(f64, String)> {
     Ok((ms, id))
 }
 
-pub async fn run(a: &PoolArgs, iterations: usize, warmup: usize, out: &Path) -> Result<()> {
+pub async fn run(a: &PoolArgs, ctx: &crate::Ctx) -> Result<SuiteReport> {
+    let (iterations, warmup) = (ctx.iterations_or(20), ctx.warmup);
     let rounds = if iterations <= 1 { 20 } else { a.rounds };
-    table_header();
+    let mut st = Table::latency("store operations on real SQLite (Ash's pool-overhead shape)");
     let mut store_results = serde_json::Map::new();
     for (live, cold) in [(100usize, 10usize), (1000, 100)] {
         let ops = tokio::task::spawn_blocking(move || {
@@ -76,7 +76,7 @@ pub async fn run(a: &PoolArgs, iterations: usize, warmup: usize, out: &Path) -> 
         let mut m = serde_json::Map::new();
         for (op, samples) in ops {
             let s = summarize(&samples);
-            table_row(&format!("store {op} ({live} live + {cold} cold)"), &s);
+            st.summary(&format!("store {op} ({live} live + {cold} cold)"), &s);
             let ash = ASH_P50_MS.iter().find(|(n, _)| *n == op).map(|(_, v)| *v);
             m.insert(
                 op.to_string(),
@@ -89,6 +89,8 @@ pub async fn run(a: &PoolArgs, iterations: usize, warmup: usize, out: &Path) -> 
     // The daemon, in this process, on a real Unix socket.
     let local = LocalDaemon::start("pool").await?;
     let sock = local.socket.clone();
+    let mut at = Table::latency("over the daemon API (one keep-alive connection)");
+    let at_ref = &mut at;
     let result = async {
         let mut conn = Conn::connect(&sock).await?;
         let (s, v) =
@@ -110,8 +112,8 @@ pub async fn run(a: &PoolArgs, iterations: usize, warmup: usize, out: &Path) -> 
             }
         }
         let (ws, cs) = (summarize(&warm), summarize(&cold));
-        table_row("api: pool acquire -> first exec result", &ws);
-        table_row("api: cold create -> first exec result", &cs);
+        at_ref.summary("api: pool acquire -> first exec result", &ws);
+        at_ref.summary("api: cold create -> first exec result", &cs);
         // and the parts: acquire alone, and warm execs in a held sandbox
         wait_warm(&mut conn, "bench", 2).await?;
         let (mut acq, mut execs) = (Vec::new(), Vec::new());
@@ -137,7 +139,7 @@ pub async fn run(a: &PoolArgs, iterations: usize, warmup: usize, out: &Path) -> 
         }
         conn.call("DELETE", &format!("/v1/sandboxes/{id}"), None).await?;
         let es = summarize(&execs);
-        table_row("api: warm exec in a held sandbox", &es);
+        at_ref.summary("api: warm exec in a held sandbox", &es);
         Ok::<_, anyhow::Error>(json!({
             "pool_acquire_to_first_exec": {"summary": ws, "samples_ms": warm},
             "cold_create_to_first_exec": {"summary": cs, "samples_ms": cold},
@@ -159,17 +161,16 @@ pub async fn run(a: &PoolArgs, iterations: usize, warmup: usize, out: &Path) -> 
         {"promise": "store mark_running and evict_one p50 no slower than Ash's (0.028 ms, 0.095 ms), at both sizes",
          "met": store_ok},
     ]);
-    print_targets(targets.as_array().into_iter().flatten());
+    let tt = targets_table(targets.as_array().into_iter().flatten());
     let doc = json!({
-        "suite": "pool",
-        "machine": crate::snapshot::machine(),
         "config": {"iterations": iterations, "warmup": warmup, "store_rounds": rounds},
         "store_ops": store_results,
         "api": api,
         "targets": targets,
         "ash_reference_p50_ms": BTreeMap::from(ASH_P50_MS),
     });
-    let path = write_json(out, "pool", &doc)?;
-    eprintln!("results: {}", path.display());
-    Ok(())
+    let mut report = SuiteReport::new("pool", doc);
+    st.note("Ash's published p50s: mark_running 0.028 ms, evict_one 0.095 ms (its own hardware: a reference, not a same-run measurement).");
+    report.tables = vec![st, at, tt];
+    Ok(report)
 }

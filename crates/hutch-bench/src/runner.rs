@@ -2,17 +2,15 @@
 //! study on hutch. Warm snippet `1+1` in an existing context, in-process (library) and over the
 //! daemon's API; cold context creation with its phases; and in the same sandbox and run, a fresh
 //! `python3 -c` / `node -e` exec, the cost a runner saves.
-use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use hutch_backend_container::{ContainerBackend, ContainerConfig, RuntimeKind};
 use hutch_core::{Backend, Discard, ExecRequest, SandboxSpec};
 use serde_json::{json, Value};
 
 use crate::http::{Conn, LocalDaemon};
-use crate::report::{print_targets, table_header, table_row, write_json};
+use crate::report::{ms, targets_table, SuiteReport, Table};
 use crate::stats::summarize;
 
 #[derive(Debug, Args)]
@@ -27,12 +25,14 @@ const LANGS: [(&str, &[&str]); 2] = [
     ("javascript", &["node", "-e", "console.log(1+1)"]),
 ];
 
-pub async fn run(a: &RunnerArgs, iterations: usize, warmup: usize, out: &Path) -> Result<()> {
+pub async fn run(a: &RunnerArgs, ctx: &crate::Ctx) -> Result<SuiteReport> {
+    let (iterations, warmup) = (ctx.iterations_or(20), ctx.warmup);
     let n = a.snippets.unwrap_or(iterations * 20).max(1);
     let warm_n = warmup.max(5);
-    table_header();
-    let backend = ContainerBackend::new(ContainerConfig::new(RuntimeKind::Crun))
-        .context("container backend")?;
+    let mut t =
+        Table::latency("code contexts in one sandbox (the secure-exec resident-runner scenario)");
+    let t_ref = &mut t;
+    let backend = crate::subject::crun_backend()?;
     let mut sb = backend.create(SandboxSpec::default()).await?;
     sb.start().await?;
     let mut in_process = serde_json::Map::new();
@@ -77,11 +77,11 @@ pub async fn run(a: &RunnerArgs, iterations: usize, warmup: usize, out: &Path) -
                 }
             }
             let (ws, fs, cs, ss) = (summarize(&warm), summarize(&fresh), summarize(&create_ms), summarize(&startup_ms));
-            table_row(&format!("{lang}: warm 1+1 in a context (in-process)"), &ws);
-            table_row(&format!("{lang}: fresh {} in the same sandbox", argv[0]), &fs);
-            table_row(&format!("{lang}: cold context create (total)"), &cs);
-            table_row(&format!("{lang}:   of which interpreter start to ready"), &ss);
-            eprintln!("{:<44} {:>6} {:>10.1}x", format!("  {lang}: fresh process / warm snippet"), "", fs.median / ws.median);
+            t_ref.summary(&format!("{lang}: warm 1+1 in a context (in-process)"), &ws);
+            t_ref.summary(&format!("{lang}: fresh {} in the same sandbox", argv[0]), &fs);
+            t_ref.summary(&format!("{lang}: cold context create (total)"), &cs);
+            t_ref.summary(&format!("{lang}:   of which interpreter start to ready"), &ss);
+            t_ref.note(format!("{lang}: fresh process / warm snippet {:.1}x", fs.median / ws.median));
             in_process.insert(lang.to_string(), json!({
                 "warm_snippet": {"summary": ws, "samples_ms": warm},
                 "fresh_exec": {"argv": argv, "summary": fs},
@@ -98,6 +98,8 @@ pub async fn run(a: &RunnerArgs, iterations: usize, warmup: usize, out: &Path) -
     // Over the API: a daemon in this process on a real Unix socket, one keep-alive connection.
     let local = LocalDaemon::start("runner").await?;
     let sock = local.socket.clone();
+    let mut at = Table::latency("code contexts over the daemon API (one keep-alive connection)");
+    let at_ref = &mut at;
     let api = async {
         let mut conn = Conn::connect(&sock).await?;
         let (s, v) = conn
@@ -131,7 +133,7 @@ pub async fn run(a: &RunnerArgs, iterations: usize, warmup: usize, out: &Path) -
                 }
             }
             let su = summarize(&samples);
-            table_row(&format!("{lang}: warm 1+1 over the daemon API"), &su);
+            at_ref.summary(&format!("{lang}: warm 1+1 over the daemon API"), &su);
             res.insert(lang.to_string(), json!({"summary": su, "samples_ms": samples}));
         }
         conn.call("DELETE", &format!("/v1/sandboxes/{id}"), None).await?;
@@ -148,17 +150,63 @@ pub async fn run(a: &RunnerArgs, iterations: usize, warmup: usize, out: &Path) -
         targets.push(json!({"promise": format!("{lang}: warm 1+1 in-process median <= 0.3 ms"), "value": inp, "limit": 0.3, "met": inp.map(|m| m <= 0.3)}));
         targets.push(json!({"promise": format!("{lang}: warm 1+1 over the daemon API median <= 1 ms"), "value": over, "limit": 1.0, "met": over.map(|m| m <= 1.0)}));
     }
-    print_targets(&targets);
+    // The peer: secure-exec's resident runner (one live NodeRuntime, exec after exec)
+    let mut report = SuiteReport::new("runner", Value::Null);
+    let se = match crate::peers::secure_exec_prefix() {
+        Ok(prefix) => match secure_exec_resident(&prefix, n).await {
+            Ok(samples) => {
+                let su = summarize(&samples);
+                t.summary("peer: secure-exec, warm exec in one live NodeRuntime", &su);
+                if let Some(h) = median(&in_process["javascript"]["warm_snippet"]) {
+                    report.finding(format!(
+                        "javascript warm snippet: hutch {} ms in-process is {} than secure-exec's resident runtime ({} ms, `console.log(1+1)` via exec)",
+                        ms(h), crate::subject::compare(h, su.median), ms(su.median)
+                    ));
+                }
+                json!({"summary": su, "samples_ms": samples})
+            }
+            Err(e) => {
+                report.skip("secure-exec", &format!("{e:#}"), true);
+                json!({"not_measured": format!("{e:#}")})
+            }
+        },
+        Err(why) => {
+            report.skip("secure-exec", &why, false);
+            json!({"not_measured": why})
+        }
+    };
+    let tt = targets_table(&targets);
     let doc = json!({
-        "suite": "runner",
-        "machine": crate::snapshot::machine(),
+        "secure_exec_resident": se,
         "config": {"iterations": iterations, "warmup": warmup, "snippets": n},
         "in_process": in_process,
         "over_api": api,
         "targets": targets,
-        "reference": {"secure_exec_resident_runner_warm_ms": 1.27, "note": "secure-exec's own number from its benchmark on other hardware; not measured here"},
+        "reference": {"secure_exec_resident_runner_warm_ms": 1.27, "note": "secure-exec's own number from its benchmark on other hardware (its sidecar-era resident runner)"},
     });
-    let path = write_json(out, "runner", &doc)?;
-    eprintln!("results: {}", path.display());
-    Ok(())
+    report.doc = doc;
+    report.tables = vec![t, at, tt];
+    Ok(report)
+}
+
+/// secure-exec's warm path measured here: `n` execs in one live NodeRuntime.
+async fn secure_exec_resident(prefix: &std::path::Path, n: usize) -> Result<Vec<f64>> {
+    let script = crate::assets::secure_exec_harness()?;
+    let cfg = json!({"resident": n, "code": "console.log(1+1)"});
+    let mut cmd = tokio::process::Command::new("node");
+    cmd.arg(script).arg(cfg.to_string()).env("HUTCH_BENCH_NPM_PREFIX", prefix);
+    let (_, out) = crate::peers::timed(&mut cmd).await?;
+    let mut v = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let j: Value =
+            serde_json::from_str(line).with_context(|| format!("harness printed {line:?}"))?;
+        if let Some(e) = j["error"].as_str() {
+            bail!("secure-exec: {e}");
+        }
+        v.push(j["warm_ms"].as_f64().context("warm_ms")?);
+    }
+    if v.len() != n {
+        bail!("secure-exec: {} of {n} samples", v.len());
+    }
+    Ok(v)
 }

@@ -5,11 +5,9 @@ fn read(p: &str) -> String {
     std::fs::read_to_string(p).unwrap_or_default()
 }
 
-fn cmd_version(bin: &str, arg: &str) -> Option<String> {
-    let out = std::process::Command::new(bin).arg(arg).output().ok()?;
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    text.lines().next().map(|l| l.trim().to_string())
+/// The 1, 5 and 15 minute load averages.
+pub fn load_average() -> String {
+    read("/proc/loadavg").split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
 
 pub fn machine() -> Value {
@@ -25,7 +23,6 @@ pub fn machine() -> Value {
             .find_map(|l| l.strip_prefix(k))
             .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
     };
-    let load = read("/proc/loadavg");
     let git = std::process::Command::new("git")
         .args(["rev-parse", "--short", "HEAD"])
         .output()
@@ -39,14 +36,11 @@ pub fn machine() -> Value {
         "mem_available_kib": mem("MemAvailable:"),
         "kernel": read("/proc/sys/kernel/osrelease").trim(),
         "os": read("/etc/os-release").lines().find_map(|l| l.strip_prefix("PRETTY_NAME=")).map(|s| s.trim_matches('"').to_string()),
-        "load_average": load.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+        "load_average": load_average(),
         "cgroups": hutch_backend_container::CgroupLayout::detect().describe(),
         "hutch": env!("CARGO_PKG_VERSION"),
         "git_commit": git,
-        "engines": {
-            "crun": cmd_version("crun", "--version"),
-            "runc": cmd_version("runc", "--version"),
-        },
+        "engines": crate::peers::engine_versions(),
         "taken_at_unix": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
     })
 }

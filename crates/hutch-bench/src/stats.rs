@@ -6,6 +6,7 @@ pub struct Summary {
     pub n: usize,
     pub median: f64,
     pub p90: f64,
+    pub p95: f64,
     pub p99: f64,
     pub mean: f64,
     pub min: f64,
@@ -36,6 +37,7 @@ pub fn summarize(samples: &[f64]) -> Summary {
         n,
         median,
         p90: percentile(&s, 90.0),
+        p95: percentile(&s, 95.0),
         p99: percentile(&s, 99.0),
         mean: if n == 0 { f64::NAN } else { s.iter().sum::<f64>() / n as f64 },
         min: s.first().copied().unwrap_or(f64::NAN),
@@ -56,7 +58,7 @@ mod tests {
         assert_eq!(even.median, 2.5);
         let hundred: Vec<f64> = (1..=100).map(f64::from).collect();
         let h = summarize(&hundred);
-        assert_eq!((h.p90, h.p99), (90.0, 99.0));
+        assert_eq!((h.p90, h.p95, h.p99), (90.0, 95.0, 99.0));
         assert!(summarize(&[]).median.is_nan());
     }
 }
