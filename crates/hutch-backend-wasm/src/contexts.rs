@@ -384,8 +384,12 @@ impl WasmSandbox {
         let request = serde_json::json!({"seq": seq, "limit": c.limit, "code": code});
         let mut line = request.to_string().into_bytes();
         line.push(b'\n');
-        // a dead instance shows up below as its exit
-        let _ = hutch_core::ProcessControl::write_stdin(&*inst.process.control, &line).await;
+        // a dead instance shows up below as its exit; one that does not read its requests (a
+        // timer the last snippet left spinning) runs into the deadline
+        let write = hutch_core::ProcessControl::write_stdin(&*inst.process.control, &line);
+        if tokio::time::timeout_at(deadline, write).await.is_err() {
+            return Ended::TimedOut;
+        }
         loop {
             while let Some(f) = inst.frames.next() {
                 match f {

@@ -17,6 +17,12 @@ fn guests_built() -> bool {
     hutch_backend_wasm::guests::default_guest_dir().join("python.wasm").is_file()
 }
 
+/// A started sandbox for a test that runs the language guests.
+async fn guest_sandbox(state: &std::path::Path, spec: SandboxSpec) -> Box<dyn Sandbox> {
+    assert!(guests_built(), "the language guests are not built: run scripts/build-wasm-guests.sh");
+    started(&backend(state), spec).await
+}
+
 #[tokio::test]
 async fn a_user_module_runs_and_bad_input_is_refused() {
     let state = tempfile::tempdir().unwrap();
@@ -133,13 +139,8 @@ async fn snippet(
 
 #[tokio::test]
 async fn javascript_contexts_keep_state_frame_output_and_restart_when_they_must() {
-    if !guests_built() {
-        eprintln!("skipped: the language guests are not built (scripts/build-wasm-guests.sh)");
-        return;
-    }
     let state = tempfile::tempdir().unwrap();
-    let b = backend(state.path());
-    let sb = started(&b, SandboxSpec::default()).await;
+    let sb = guest_sandbox(state.path(), SandboxSpec::default()).await;
     let c = sb.contexts().unwrap();
     let js = c.create_context("javascript", None, Default::default()).await.unwrap().context_id;
     // declarations persist; every way of writing is framed, in order
@@ -183,15 +184,10 @@ async fn javascript_contexts_keep_state_frame_output_and_restart_when_they_must(
 
 #[tokio::test]
 async fn contexts_are_interrupted_count_against_pids_and_end_with_a_reset() {
-    if !guests_built() {
-        eprintln!("skipped: the language guests are not built (scripts/build-wasm-guests.sh)");
-        return;
-    }
     let state = tempfile::tempdir().unwrap();
-    let b = backend(state.path());
     let mut spec = SandboxSpec::default();
     spec.limits.pids = 2;
-    let sb: std::sync::Arc<dyn Sandbox> = started(&b, spec).await.into();
+    let sb: std::sync::Arc<dyn Sandbox> = guest_sandbox(state.path(), spec).await.into();
     let c = sb.contexts().unwrap();
     let a = c.create_context("python", None, Default::default()).await.unwrap().context_id;
     let j = c.create_context("js", None, Default::default()).await.unwrap().context_id;
@@ -220,4 +216,20 @@ async fn contexts_are_interrupted_count_against_pids_and_end_with_a_reset() {
     assert!(c.list_contexts().await.unwrap().is_empty());
     let e = c.run_code(&a, "1", None, 100, &mut |_| {}).await.unwrap_err();
     assert!(e.to_string().contains("no context"), "{e}");
+}
+
+#[tokio::test]
+async fn a_guest_recursing_to_its_stack_limit_does_not_take_the_host_down() {
+    let state = tempfile::tempdir().unwrap();
+    let sb = guest_sandbox(state.path(), SandboxSpec::default()).await;
+    let deep = "import sys\nsys.setrecursionlimit(10**7)\ndef f(): return f()\nf()";
+    let r = sb.exec(ExecRequest::argv(["python3", "-c", deep]), Vec::new(), &mut Discard).await;
+    let r = r.unwrap();
+    assert_ne!(r.status.exit_code, Some(0), "{:?}", r.status);
+    let r = sb
+        .exec(ExecRequest::argv(["python3", "-c", "print('alive')"]), Vec::new(), &mut Discard)
+        .await
+        .unwrap();
+    assert_eq!(r.stdout, b"alive\n");
+    sb.destroy().await.unwrap();
 }
