@@ -160,6 +160,28 @@ static JSValue n_read_file(JSContext *ctx, JSValueConst this_val, int argc, JSVa
     return r;
 }
 
+/* readLine() -> the next line of stdin without its '\n', or null at end of input. Blocks
+   for that line only (readFile(0) waits for the end): a resident runner reads its
+   requests with it. */
+static JSValue n_read_line(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n = getline(&line, &cap, stdin);
+    if (n < 0) {
+        int err = errno;
+        free(line);
+        if (ferror(stdin))
+            return throw_errno(ctx, err, "read", "<stdin>");
+        return JS_NULL;
+    }
+    if (n > 0 && line[n - 1] == '\n')
+        n--;
+    JSValue r = JS_NewStringLen(ctx, line, (size_t)n);
+    free(line);
+    return r;
+}
+
 static JSValue n_write_file(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv)
 {
     size_t len;
@@ -318,6 +340,7 @@ static JSValue n_eval_script(JSContext *ctx, JSValueConst this_val, int argc, JS
 static const JSCFunctionListEntry hutch_funcs[] = {
     JS_CFUNC_DEF("write", 2, n_write),
     JS_CFUNC_DEF("readFile", 1, n_read_file),
+    JS_CFUNC_DEF("readLine", 0, n_read_line),
     JS_CFUNC_DEF("writeFile", 3, n_write_file),
     JS_CFUNC_DEF("stat", 1, n_stat),
     JS_CFUNC_DEF("readdir", 1, n_readdir),

@@ -405,7 +405,9 @@
   }
 
   // ---- console ----------------------------------------------------------
-  const write = native.write;
+  // every write of console, process.stdout/stderr and print goes through `write`; a
+  // resident runner replaces it (setWriter) to frame user output
+  let write = native.write;
   let groupIndent = '';
   function emit(fd, args) {
     let text = format(...args);
@@ -814,6 +816,12 @@
     },
     printResult(v) { write(1, (typeof v === 'string' ? v : inspect(v)) + '\n'); },
     runNextTimer,
+    // for hutch's resident runner: one line of stdin (null at its end), redirecting user
+    // output (returns the raw writer), and evaluating a script whose top-level declarations
+    // persist and whose completion value is returned
+    readLine: () => native.readLine(),
+    setWriter(fn) { write = fn; return native.write; },
+    evalScript: (src, name) => native.evalScript(String(src), String(name)),
     finish() {
       const c = processObj.exitCode === undefined ? 0 : Number(processObj.exitCode) | 0;
       runExitHandlers(c);

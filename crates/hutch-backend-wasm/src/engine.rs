@@ -85,6 +85,10 @@ fn config(pool: Option<&PoolSizes>) -> Config {
     c.memory_init_cow(true);
     // A guest's deep recursion ends in a trap, not a host crash.
     c.max_wasm_stack(2 << 20);
+    // The fiber a guest runs on also holds the host calls it makes at its deepest: with too
+    // little room above the wasm stack, a guest recursing to its limit and then calling WASI
+    // overflowed the fiber and aborted the whole process.
+    c.async_stack_size(4 << 20);
     if let Some(p) = pool {
         let mut pc = PoolingAllocationConfig::default();
         pc.total_core_instances(p.instances)

@@ -12,6 +12,7 @@
 //! `workspace_mount` (mount syscalls).
 #![deny(unsafe_code)]
 
+mod contexts;
 pub mod engine;
 pub mod error;
 mod files;
@@ -186,6 +187,7 @@ impl Backend for WasmBackend {
             next_pid: AtomicU32::new(0),
             timings: Arc::new(Mutex::new(timings)),
             stopped: AtomicBool::new(false),
+            contexts: Default::default(),
         }))
     }
 

@@ -159,10 +159,9 @@ pub async fn time_acquire(
             let t = std::time::Instant::now();
             let mut store = Store::new(engine.engine(), state);
             store.limiter(|s| &mut s.limiter);
-            let i = pre.instantiate_async(&mut store).await.map_err(|e| format!("{e:#}"))?;
-            let d = t.elapsed();
-            drop(i);
-            Ok(d)
+            let _instance =
+                pre.instantiate_async(&mut store).await.map_err(|e| format!("{e:#}"))?;
+            Ok(t.elapsed())
         }
     }
 }

@@ -9,13 +9,14 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use hutch_core::{
-    ExecRequest, FileOps, OutputEvent, Phase, PhaseTimings, Process, ProcessControl, ResetReport,
-    Sandbox, SandboxError, SandboxSpec, StdinMode,
+    ContextOps, ExecRequest, FileOps, OutputEvent, Phase, PhaseTimings, Process, ProcessControl,
+    ResetReport, Sandbox, SandboxError, SandboxSpec, StdinMode,
 };
 use hutch_proto::{ErrorCode, ExecCommand, ExecStatus};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::contexts::ContextTable;
 use crate::engine::WasmEngine;
 use crate::files::{Workspace, WorkspaceFiles, WORKSPACE};
 use crate::guests::{self, Target};
@@ -39,6 +40,7 @@ pub struct WasmSandbox {
     pub(crate) next_pid: AtomicU32,
     pub(crate) timings: Arc<Mutex<PhaseTimings>>,
     pub(crate) stopped: AtomicBool,
+    pub(crate) contexts: ContextTable,
 }
 
 impl WasmSandbox {
@@ -58,6 +60,7 @@ impl WasmSandbox {
     }
 
     fn kill_all(&self) {
+        self.contexts.clear();
         for c in self.running().values() {
             c.kill(9);
         }
@@ -121,6 +124,85 @@ impl WasmSandbox {
             memory_limit: self.spec.limits.memory_bytes,
         })
     }
+
+    /// Starts a run of `req` as it is (limits already applied), ended after `lifetime` if it
+    /// has one. Counted against the pids limit while it lives; `kill_all` ends it.
+    pub(crate) fn launch(
+        &self,
+        req: ExecRequest,
+        stdin: Vec<u8>,
+        lifetime: Option<Duration>,
+    ) -> Result<WasmProcess, SandboxError> {
+        let t = Instant::now();
+        if self.running().len() as u64 >= self.spec.limits.pids {
+            return Err(SandboxError::Agent {
+                code: ErrorCode::SpawnFailed,
+                message: format!(
+                    "resource temporarily unavailable: {} runs already live (the sandbox's pids limit)",
+                    self.spec.limits.pids
+                ),
+            });
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (guest_stdin, writer) = match req.stdin {
+            StdinMode::Null => (GuestStdin::Null, None),
+            StdinMode::Inline => (GuestStdin::Bytes(stdin), None),
+            StdinMode::Stream => {
+                let (w, r) = tokio::io::duplex(STDIN_PIPE);
+                (GuestStdin::Stream(r), Some(w))
+            }
+        };
+        let inv = self.invocation(&req, guest_stdin, &tx)?;
+        let (stdout, stderr) = (inv.stdout.clone(), inv.stderr.clone());
+        let (kill_tx, kill_rx) = oneshot::channel();
+        let control = Arc::new(Control {
+            stdin: tokio::sync::Mutex::new(writer),
+            kill: Mutex::new(Some(kill_tx)),
+        });
+        let pid = self.next_pid.fetch_add(1, Ordering::Relaxed) + 2;
+        self.running().insert(pid, control.clone());
+        let engine = self.engine.clone();
+        let running = self.running.clone();
+        let timings = self.timings.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let mut status = ExecStatus::default();
+            tokio::select! {
+                r = run::run(&engine, inv) => {
+                    match r.end {
+                        RunEnd::Exited(code) => status.exit_code = Some(code),
+                        RunEnd::Trapped(msg) => {
+                            // a trap is the guest's crash: reported like SIGABRT, with the reason
+                            let line = format!("{msg}\n");
+                            let _ = tx.send(OutputEvent::Stderr(line.into_bytes()));
+                            status.signal = Some(6);
+                        }
+                    }
+                    status.oom_killed = r.memory_refused && status.exit_code != Some(0);
+                }
+                _ = deadline(lifetime) => status.timed_out = true,
+                sig = kill_rx => status.signal = Some(sig.unwrap_or(9)),
+            }
+            running.lock().unwrap_or_else(|e| e.into_inner()).remove(&pid);
+            let (o, e) = (stdout.totals(), stderr.totals());
+            status.stdout_bytes = o.bytes;
+            status.stdout_truncated = o.truncated;
+            status.stderr_bytes = e.bytes;
+            status.stderr_truncated = e.truncated;
+            status.duration_us = started.elapsed().as_micros() as u64;
+            timings.lock().unwrap_or_else(|e| e.into_inner()).add(Phase::Exec, t.elapsed());
+            let _ = tx.send(OutputEvent::Exited(status));
+        });
+        Ok(WasmProcess { pid, control, rx, done: false })
+    }
+}
+
+/// Sleeps for `lifetime`, or forever.
+async fn deadline(lifetime: Option<Duration>) {
+    match lifetime {
+        Some(d) => tokio::time::sleep(d).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Input and signals of one run.
@@ -130,7 +212,7 @@ pub struct Control {
 }
 
 impl Control {
-    fn kill(&self, signal: i32) -> bool {
+    pub(crate) fn kill(&self, signal: i32) -> bool {
         match self.kill.lock().unwrap_or_else(|e| e.into_inner()).take() {
             Some(tx) => tx.send(signal).is_ok(),
             None => false,
@@ -173,8 +255,8 @@ impl ProcessControl for Control {
 }
 
 pub struct WasmProcess {
-    pid: u32,
-    control: Arc<Control>,
+    pub(crate) pid: u32,
+    pub(crate) control: Arc<Control>,
     rx: mpsc::UnboundedReceiver<OutputEvent>,
     done: bool,
 }
@@ -236,73 +318,18 @@ impl Sandbox for WasmSandbox {
         mut req: ExecRequest,
         stdin: Vec<u8>,
     ) -> Result<Box<dyn Process>, SandboxError> {
-        let t = Instant::now();
         self.spec.limits.apply(&mut req);
-        if self.running().len() as u64 >= self.spec.limits.pids {
-            return Err(SandboxError::Agent {
-                code: ErrorCode::SpawnFailed,
-                message: format!(
-                    "resource temporarily unavailable: {} runs already live (the sandbox's pids limit)",
-                    self.spec.limits.pids
-                ),
-            });
-        }
-        let (tx, rx) = mpsc::unbounded_channel();
-        let (guest_stdin, writer) = match req.stdin {
-            StdinMode::Null => (GuestStdin::Null, None),
-            StdinMode::Inline => (GuestStdin::Bytes(stdin), None),
-            StdinMode::Stream => {
-                let (w, r) = tokio::io::duplex(STDIN_PIPE);
-                (GuestStdin::Stream(r), Some(w))
-            }
-        };
-        let inv = self.invocation(&req, guest_stdin, &tx)?;
-        let (stdout, stderr) = (inv.stdout.clone(), inv.stderr.clone());
-        let (kill_tx, kill_rx) = oneshot::channel();
-        let control = Arc::new(Control {
-            stdin: tokio::sync::Mutex::new(writer),
-            kill: Mutex::new(Some(kill_tx)),
-        });
-        let pid = self.next_pid.fetch_add(1, Ordering::Relaxed) + 2;
-        self.running().insert(pid, control.clone());
-        let engine = self.engine.clone();
-        let running = self.running.clone();
-        let timings = self.timings.clone();
         let timeout = Duration::from_millis(req.timeout_ms.unwrap_or(self.spec.limits.timeout_ms));
-        tokio::spawn(async move {
-            let started = Instant::now();
-            let mut status = ExecStatus::default();
-            tokio::select! {
-                r = run::run(&engine, inv) => {
-                    match r.end {
-                        RunEnd::Exited(code) => status.exit_code = Some(code),
-                        RunEnd::Trapped(msg) => {
-                            // a trap is the guest's crash: reported like SIGABRT, with the reason
-                            let line = format!("{msg}\n");
-                            let _ = tx.send(OutputEvent::Stderr(line.into_bytes()));
-                            status.signal = Some(6);
-                        }
-                    }
-                    status.oom_killed = r.memory_refused && status.exit_code != Some(0);
-                }
-                _ = tokio::time::sleep(timeout) => status.timed_out = true,
-                sig = kill_rx => status.signal = Some(sig.unwrap_or(9)),
-            }
-            running.lock().unwrap_or_else(|e| e.into_inner()).remove(&pid);
-            let (o, e) = (stdout.totals(), stderr.totals());
-            status.stdout_bytes = o.bytes;
-            status.stdout_truncated = o.truncated;
-            status.stderr_bytes = e.bytes;
-            status.stderr_truncated = e.truncated;
-            status.duration_us = started.elapsed().as_micros() as u64;
-            timings.lock().unwrap_or_else(|e| e.into_inner()).add(Phase::Exec, t.elapsed());
-            let _ = tx.send(OutputEvent::Exited(status));
-        });
-        Ok(Box::new(WasmProcess { pid, control, rx, done: false }))
+        Ok(Box::new(self.launch(req, stdin, Some(timeout))?))
     }
 
     fn files(&self) -> Result<&dyn FileOps, SandboxError> {
         Ok(self.files_ref()?)
+    }
+
+    fn contexts(&self) -> Result<&dyn ContextOps, SandboxError> {
+        self.files_ref()?;
+        Ok(self)
     }
 
     async fn reset(&self) -> Result<ResetReport, SandboxError> {

@@ -873,11 +873,17 @@ pub async fn contexts_keep_state_and_return_rich_results(b: &dyn Backend) -> Res
         let o = run_ctx(sb, &py.context_id, "1/0").await?;
         let e = o.error.clone().context("error expected")?;
         ensure!(e.name == "ZeroDivisionError" && !e.traceback.is_empty(), "{e:?}");
-        let o = run_ctx(sb, &py.context_id, "import os; os.chdir('/tmp'); math.floor(2.5)").await?;
+        // a wasm sandbox has one directory, /workspace: its contexts change into one below it
+        let (chdir, dir) = if wasi(b) {
+            ("import os; os.makedirs('/workspace/sub', exist_ok=True); os.chdir('/workspace/sub'); math.floor(2.5)", "'/workspace/sub'")
+        } else {
+            ("import os; os.chdir('/tmp'); math.floor(2.5)", "'/tmp'")
+        };
+        let o = run_ctx(sb, &py.context_id, chdir).await?;
         ensure!(o.text() == Some("2"), "{o:?}");
         let o = run_ctx(sb, &py.context_id, "os.getcwd()").await?;
         ensure!(
-            o.text() == Some("'/tmp'") && o.summary.execution_count == 6,
+            o.text() == Some(dir) && o.summary.execution_count == 6,
             "cwd kept, count {o:?}"
         );
 
@@ -890,6 +896,16 @@ pub async fn contexts_keep_state_and_return_rich_results(b: &dyn Backend) -> Res
         let o = run_ctx(sb, &js.context_id, "null.x").await?;
         ensure!(o.error.as_ref().is_some_and(|e| e.name == "TypeError"), "{o:?}");
 
+        if wasi(b) {
+            // WebAssembly has no POSIX shell: a bash context is refused and says why
+            match c.create_context("bash", None, Default::default()).await {
+                Err(e) if e.to_string().contains("shell") => {}
+                other => bail!("a bash context on a wasm sandbox: {other:?}"),
+            }
+            let all = c.list_contexts().await?;
+            ensure!(all.len() == 2, "{all:?}");
+            return Ok(());
+        }
         let sh = c.create_context("bash", None, Default::default()).await?;
         run_ctx(sb, &sh.context_id, "V=kept; cd /tmp; f() { echo \"fn:$1\"; }").await?;
         let o = run_ctx(sb, &sh.context_id, "f $V; pwd").await?;
@@ -941,7 +957,9 @@ pub async fn contexts_persist_and_are_isolated(b: &dyn Backend) -> Result<()> {
 
 /// Output floods are capped with a marker; os._exit, a segfault and a fork bomb end in a clear
 /// result, the context comes back (fresh) and other contexts keep working; a runaway loop is
-/// interrupted at the timeout with the state kept.
+/// interrupted at the timeout with the state kept. WebAssembly cannot interrupt a snippet in
+/// place: there the runaway loop ends with its instance and the context restarts and says so;
+/// its crash is a trap, and it has no fork.
 pub async fn contexts_survive_hostile_snippets(b: &dyn Backend) -> Result<()> {
     let sandbox = started(b, SandboxSpec::default()).await?;
     let sb: &dyn Sandbox = &*sandbox;
@@ -968,19 +986,42 @@ pub async fn contexts_survive_hostile_snippets(b: &dyn Backend) -> Result<()> {
             .contexts()?
             .run_code(&victim.context_id, "while True: pass", Some(1000), 1 << 20, &mut |_| {})
             .await?;
-        ensure!(
-            o.summary.timed_out && o.summary.restarted.is_none(),
-            "interrupted in place: {o:?}"
-        );
-        ensure!(
-            run_ctx(sb, &victim.context_id, "state").await?.text() == Some("1"),
-            "state kept after the interrupt"
-        );
-        for (code, what) in [
-            ("import os; os._exit(3)", "exited with status 3"),
-            ("import ctypes; ctypes.string_at(0)", "signal 11"),
-            ("import os\nwhile True:\n    try: os.fork()\n    except OSError: pass", ""),
-        ] {
+        if wasi(b) {
+            ensure!(
+                o.summary.timed_out
+                    && o.summary.restarted.as_ref().is_some_and(|r| r.contains("restarted")),
+                "stopped with its instance, restart said: {o:?}"
+            );
+            let o = run_ctx(sb, &victim.context_id, "state").await?;
+            ensure!(
+                o.error.as_ref().is_some_and(|e| e.name == "NameError"),
+                "a restarted context starts fresh: {o:?}"
+            );
+        } else {
+            ensure!(
+                o.summary.timed_out && o.summary.restarted.is_none(),
+                "interrupted in place: {o:?}"
+            );
+            ensure!(
+                run_ctx(sb, &victim.context_id, "state").await?.text() == Some("1"),
+                "state kept after the interrupt"
+            );
+        }
+        let hostile: &[(&str, &str)] = if wasi(b) {
+            &[
+                ("import os; os._exit(3)", "exited with status 3"),
+                // abort() is the wasm `unreachable` instruction: a trap
+                ("import faulthandler; faulthandler._sigabrt()", "wasm trap"),
+                ("import sys\nsys.setrecursionlimit(10**7)\ndef f(): return f()\nf()", ""),
+            ]
+        } else {
+            &[
+                ("import os; os._exit(3)", "exited with status 3"),
+                ("import ctypes; ctypes.string_at(0)", "signal 11"),
+                ("import os\nwhile True:\n    try: os.fork()\n    except OSError: pass", ""),
+            ]
+        };
+        for &(code, what) in hostile {
             let o = sb
                 .contexts()?
                 .run_code(&victim.context_id, code, Some(3000), 1 << 20, &mut |_| {})
@@ -998,7 +1039,11 @@ pub async fn contexts_survive_hostile_snippets(b: &dyn Backend) -> Result<()> {
             run_ctx(sb, &bystander.context_id, "kept").await?.text() == Some("'yes'"),
             "the other context was disturbed"
         );
-        let r = sh(sb, "echo exec-ok").await?;
+        let r = if wasi(b) {
+            sb.exec(py("print('exec-ok')"), Vec::new(), &mut Discard).await?
+        } else {
+            sh(sb, "echo exec-ok").await?
+        };
         ensure!(out(&r) == "exec-ok\n", "the sandbox still runs commands");
         Ok(())
     }

@@ -24,9 +24,6 @@ pub const CASE_TIMEOUT: Duration = Duration::from_secs(120);
 pub const NOT_APPLICABLE_TO_WASI: &[(&str, &str)] = &[
     ("runs_unprivileged_and_confined", "a WebAssembly guest has no uid, capabilities, seccomp filter, /proc or namespaces to check: it reaches the host only through the WASI imports the backend links"),
     ("rootfs_directory_works", "a wasm sandbox has no root filesystem: its guests see only /workspace"),
-    ("contexts_keep_state_and_return_rich_results", "code contexts (resident runners) are not implemented on the wasm backend yet (issue 5)"),
-    ("contexts_persist_and_are_isolated", "code contexts (resident runners) are not implemented on the wasm backend yet (issue 5)"),
-    ("contexts_survive_hostile_snippets", "code contexts (resident runners) are not implemented on the wasm backend yet (issue 5)"),
 ];
 
 /// Why `case` does not apply to `backend`, if it does not.
