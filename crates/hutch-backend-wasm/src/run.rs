@@ -151,6 +151,8 @@ pub async fn time_acquire(
             let t = std::time::Instant::now();
             let mut store = Store::new(engine.engine(), state);
             store.limiter(|s| &mut s.limiter);
+            // start functions run at instantiation and need an epoch deadline
+            store.epoch_deadline_async_yield_and_update(1);
             pre.instantiate_async(&mut store).await.map_err(|e| format!("{e:#}"))?;
             Ok(t.elapsed())
         }
@@ -159,6 +161,8 @@ pub async fn time_acquire(
             let t = std::time::Instant::now();
             let mut store = Store::new(engine.engine(), state);
             store.limiter(|s| &mut s.limiter);
+            // start functions run at instantiation and need an epoch deadline
+            store.epoch_deadline_async_yield_and_update(1);
             let _instance =
                 pre.instantiate_async(&mut store).await.map_err(|e| format!("{e:#}"))?;
             Ok(t.elapsed())
