@@ -121,6 +121,11 @@ pub struct FileStat {
     pub mtime: i64,
     #[serde(default)]
     pub symlink_target: Option<String>,
+    /// Owner uid and gid (agents before these fields leave them out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gid: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

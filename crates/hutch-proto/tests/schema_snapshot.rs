@@ -151,6 +151,8 @@ fn responses() -> Vec<Response> {
                 mode: 0o777,
                 mtime: 1,
                 symlink_target: Some("b".into()),
+                uid: Some(1000),
+                gid: Some(1000),
             },
         },
         Response::ResetOk { id: 14, processes_left: 0, entries_left: 0 },
