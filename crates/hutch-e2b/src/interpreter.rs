@@ -1,0 +1,346 @@
+//! The code-interpreter protocol (port 49999) on hutch's code contexts: `/execute` streams a
+//! snippet's output, results and error as newline-delimited JSON; `/contexts` manages contexts.
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::{Extension, Json, Router};
+use hutch_core::{ContextInfo, RunEvent};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+
+use crate::error::E2bError;
+use crate::plane::{token_ok, Target};
+use crate::E2b;
+
+type S = State<Arc<E2b>>;
+
+pub fn router(state: Arc<E2b>) -> Router {
+    Router::new()
+        .route("/health", get(|| async { "OK" }))
+        .route("/execute", post(execute))
+        .route("/contexts", post(create).get(list))
+        .route("/contexts/{cid}", delete(remove))
+        .route("/contexts/{cid}/restart", post(restart))
+        .fallback(|uri: axum::http::Uri| async move {
+            plain(StatusCode::NOT_IMPLEMENTED, format!("{} is not supported by hutch", uri.path()))
+        })
+        .with_state(state)
+}
+
+/// The code interpreter answers errors as text; the SDK puts the text in its exception.
+fn plain(status: StatusCode, msg: impl Into<String>) -> Response {
+    (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], msg.into()).into_response()
+}
+
+fn err_text(e: E2bError) -> Response {
+    let status = match e.status() {
+        StatusCode::BAD_GATEWAY => return e.into_response(),
+        s => s,
+    };
+    plain(status, e.to_string())
+}
+
+/// hutch's runner for an interpreter-protocol language name.
+fn runner_language(lang: &str) -> Result<&'static str, E2bError> {
+    match lang.to_ascii_lowercase().as_str() {
+        "" | "python" | "python3" => Ok("python"),
+        "js" | "javascript" | "node" | "nodejs" => Ok("javascript"),
+        "bash" | "sh" => Ok("bash"),
+        other => Err(E2bError::unimplemented(&format!(
+            "language '{other}' (hutch runs python, javascript and bash)"
+        ))),
+    }
+}
+
+fn context_json(c: &ContextInfo) -> Value {
+    json!({"id": c.context_id, "language": c.language, "cwd": c.cwd})
+}
+
+pub fn set_default_context(s: &E2b, sandbox: &str, lang: &str, cid: &str) {
+    let mut m = s.default_contexts.lock().unwrap_or_else(|p| p.into_inner());
+    m.insert((sandbox.to_string(), lang.to_string()), cid.to_string());
+}
+
+pub fn forget_sandbox(s: &E2b, sandbox: &str) {
+    let mut m = s.default_contexts.lock().unwrap_or_else(|p| p.into_inner());
+    m.retain(|(sb, _), _| sb != sandbox);
+}
+
+fn default_context(s: &E2b, sandbox: &str, lang: &str) -> Option<String> {
+    let m = s.default_contexts.lock().unwrap_or_else(|p| p.into_inner());
+    m.get(&(sandbox.to_string(), lang.to_string())).cloned()
+}
+
+fn ctx_err(e: hutch_core::SandboxError) -> E2bError {
+    hutch_server::ApiError::from_sandbox(e, "code context").into()
+}
+
+async fn create_context(
+    t: &Target,
+    lang: &str,
+    cwd: Option<&str>,
+) -> Result<ContextInfo, E2bError> {
+    let g = t.live.sandbox.read().await;
+    let sb = g.as_ref().ok_or_else(|| E2bError::SandboxGone(t.sandbox.id()))?;
+    sb.contexts()
+        .map_err(ctx_err)?
+        .create_context(lang, cwd, BTreeMap::new())
+        .await
+        .map_err(ctx_err)
+}
+
+async fn contexts(t: &Target) -> Result<Vec<ContextInfo>, E2bError> {
+    let g = t.live.sandbox.read().await;
+    let sb = g.as_ref().ok_or_else(|| E2bError::SandboxGone(t.sandbox.id()))?;
+    sb.contexts().map_err(ctx_err)?.list_contexts().await.map_err(ctx_err)
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct ExecuteRequest {
+    code: String,
+    context_id: Option<String>,
+    language: Option<String>,
+    env_vars: Option<BTreeMap<String, String>>,
+}
+
+/// The context a run goes to: the one named, else the sandbox's default for the language
+/// (started on first use).
+async fn resolve_context(s: &E2b, t: &Target, req: &ExecuteRequest) -> Result<String, E2bError> {
+    if let Some(cid) = &req.context_id {
+        if req.language.is_some() {
+            return Err(E2bError::BadRequest(
+                "give either context_id or language, not both".into(),
+            ));
+        }
+        return Ok(cid.clone());
+    }
+    let lang = runner_language(req.language.as_deref().unwrap_or("python"))?;
+    if let Some(cid) = default_context(s, t.id(), lang) {
+        if contexts(t).await?.iter().any(|c| c.context_id == cid) {
+            return Ok(cid);
+        }
+    }
+    let c = create_context(t, lang, None).await?;
+    set_default_context(s, t.id(), lang, &c.context_id);
+    Ok(c.context_id)
+}
+
+/// A MIME bundle as the interpreter's `result` message.
+fn result_json(r: &hutch_core::RichResult) -> Value {
+    let mut v = json!({"type": "result", "is_main_result": r.main});
+    let mut extra = serde_json::Map::new();
+    for (mime, data) in &r.data {
+        let key = match mime.as_str() {
+            "text/plain" => "text",
+            "text/html" => "html",
+            "text/markdown" => "markdown",
+            "image/svg+xml" => "svg",
+            "image/png" => "png",
+            "image/jpeg" => "jpeg",
+            "application/pdf" => "pdf",
+            "text/latex" => "latex",
+            "application/json" => "json",
+            "application/javascript" => "javascript",
+            other => {
+                extra.insert(other.to_string(), data.clone());
+                continue;
+            }
+        };
+        v[key] = data.clone();
+    }
+    if !extra.is_empty() {
+        v["extra"] = Value::Object(extra);
+    }
+    v
+}
+
+fn now_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default()
+}
+
+fn line(v: &Value) -> Bytes {
+    let mut b = serde_json::to_vec(v).unwrap_or_default();
+    b.push(b'\n');
+    Bytes::from(b)
+}
+
+fn event_json(ev: &RunEvent) -> Value {
+    match ev {
+        RunEvent::Stdout(d) => {
+            json!({"type": "stdout", "text": String::from_utf8_lossy(d), "timestamp": now_ns() as u64})
+        }
+        RunEvent::Stderr(d) => {
+            json!({"type": "stderr", "text": String::from_utf8_lossy(d), "timestamp": now_ns() as u64})
+        }
+        RunEvent::Result(r) => result_json(r),
+        RunEvent::Error(e) => json!({
+            "type": "error",
+            "name": e.name,
+            "value": e.value,
+            "traceback": e.traceback.join(""),
+        }),
+    }
+}
+
+async fn execute(
+    State(s): S,
+    Extension(t): Extension<Target>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if !token_ok(&t, &headers) && headers.contains_key("x-access-token") {
+        return plain(StatusCode::UNAUTHORIZED, "invalid access token");
+    }
+    let req: ExecuteRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return plain(StatusCode::BAD_REQUEST, format!("invalid request: {e}")),
+    };
+    if req.env_vars.as_ref().is_some_and(|e| !e.is_empty()) {
+        return err_text(E2bError::unimplemented("env_vars for one execution"));
+    }
+    let cid = match resolve_context(&s, &t, &req).await {
+        Ok(c) => c,
+        Err(e) => return err_text(e),
+    };
+    let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
+    let (d, live, code) = (s.daemon.clone(), t.live.clone(), req.code);
+    tokio::spawn(async move {
+        let guard = live.sandbox.read().await;
+        let Some(sb) = guard.as_ref() else { return };
+        let Ok(ctx) = sb.contexts() else { return };
+        // a client that goes away interrupts the snippet
+        let watcher = {
+            let tx = tx.clone();
+            let (live, cid) = (live.clone(), cid.clone());
+            tokio::spawn(async move {
+                tx.closed().await;
+                if let Some(sb) = live.sandbox.read().await.as_ref() {
+                    if let Ok(c) = sb.contexts() {
+                        let _ = c.interrupt_context(&cid).await;
+                    }
+                }
+            })
+        };
+        d.command_started(&live);
+        let sink_tx = tx.clone();
+        let mut sink = move |ev: &RunEvent| {
+            let _ = sink_tx.send(line(&event_json(ev)));
+        };
+        let out = ctx.run_code(&cid, &code, None, u64::MAX, &mut sink).await;
+        d.command_finished(&live);
+        watcher.abort();
+        match out {
+            Ok(o) => {
+                let count = o.summary.execution_count;
+                let _ = tx
+                    .send(line(&json!({"type": "number_of_executions", "execution_count": count})));
+                let _ = tx.send(line(&json!({"type": "end_of_execution"})));
+            }
+            Err(e) => {
+                let e: E2bError = ctx_err(e);
+                let _ = tx.send(line(&json!({
+                    "type": "error", "name": "ExecutionError", "value": e.to_string(), "traceback": "",
+                })));
+                let _ = tx.send(line(&json!({"type": "unexpected_end_of_execution"})));
+            }
+        }
+    });
+    let stream = tokio_stream::StreamExt::map(UnboundedReceiverStream::new(rx), |b| {
+        Ok::<_, std::convert::Infallible>(b)
+    });
+    (StatusCode::OK, [(header::CONTENT_TYPE, "application/x-ndjson")], Body::from_stream(stream))
+        .into_response()
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct CreateRequest {
+    language: Option<String>,
+    cwd: Option<String>,
+}
+
+async fn create(Extension(t): Extension<Target>, body: Bytes) -> Response {
+    let r = async {
+        let req: CreateRequest = crate::connect::parse(&body)?;
+        let lang = runner_language(req.language.as_deref().unwrap_or("python"))?;
+        let c = create_context(&t, lang, req.cwd.as_deref()).await?;
+        Ok::<_, E2bError>(Json(context_json(&c)))
+    }
+    .await;
+    r.map(IntoResponse::into_response).unwrap_or_else(err_text)
+}
+
+async fn list(Extension(t): Extension<Target>) -> Response {
+    match contexts(&t).await {
+        Ok(cs) => Json(cs.iter().map(context_json).collect::<Vec<_>>()).into_response(),
+        Err(e) => err_text(e),
+    }
+}
+
+async fn remove(Extension(t): Extension<Target>, Path(cid): Path<String>) -> Response {
+    let r = async {
+        let g = t.live.sandbox.read().await;
+        let sb = g.as_ref().ok_or_else(|| E2bError::SandboxGone(t.sandbox.id()))?;
+        sb.contexts().map_err(ctx_err)?.delete_context(&cid).await.map_err(ctx_err)
+    }
+    .await;
+    match r {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => err_text(e),
+    }
+}
+
+async fn restart(Extension(t): Extension<Target>, Path(cid): Path<String>) -> Response {
+    let r = async {
+        let g = t.live.sandbox.read().await;
+        let sb = g.as_ref().ok_or_else(|| E2bError::SandboxGone(t.sandbox.id()))?;
+        sb.contexts().map_err(ctx_err)?.restart_context(&cid).await.map_err(ctx_err)
+    }
+    .await;
+    match r {
+        Ok(_) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => err_text(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mime_bundles_become_interpreter_results() {
+        let r = hutch_core::RichResult {
+            main: true,
+            data: BTreeMap::from([
+                ("text/plain".to_string(), json!("2")),
+                ("image/png".to_string(), json!("iVBOR")),
+                ("application/vnd.custom".to_string(), json!("x")),
+            ]),
+        };
+        let v = result_json(&r);
+        assert_eq!(v["type"], "result");
+        assert_eq!(v["text"], "2");
+        assert_eq!(v["png"], "iVBOR");
+        assert_eq!(v["is_main_result"], true);
+        assert_eq!(v["extra"]["application/vnd.custom"], "x");
+    }
+
+    #[test]
+    fn languages_map_to_runners_or_name_what_is_missing() {
+        assert_eq!(runner_language("js").ok(), Some("javascript"));
+        assert_eq!(runner_language("Python").ok(), Some("python"));
+        let e = runner_language("r").expect_err("r");
+        assert!(e.to_string().contains("'r'"));
+    }
+}
