@@ -117,6 +117,19 @@ pub fn stream() -> (mpsc::Sender<Bytes>, Response) {
     (tx, r)
 }
 
+/// A streaming call that fails before its first message: Connect sends the error in the
+/// end-of-stream envelope of a 200 response (clients treat other statuses as transport errors).
+pub fn stream_error(e: E2bError) -> Response {
+    if let E2bError::SandboxGone(_) = e {
+        return e.into_response();
+    }
+    let body = end_stream(Some(e.rpc_json()));
+    let mut r = (StatusCode::OK, body).into_response();
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/connect+json"));
+    r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

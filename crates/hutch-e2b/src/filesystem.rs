@@ -492,7 +492,7 @@ pub async fn watch_dir(Extension(t): Extension<Target>, h: HeaderMap, body: Byte
     .await;
     match started {
         Ok(r) => r,
-        Err(e) => e.rpc(),
+        Err(e) => connect::stream_error(e),
     }
 }
 

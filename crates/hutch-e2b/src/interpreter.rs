@@ -175,14 +175,68 @@ fn line(v: &Value) -> Bytes {
     Bytes::from(b)
 }
 
+/// Output is sent a line at a time, as Jupyter sends what one `print` wrote in one message:
+/// chunks are held until a newline, another kind of event, the end, or [`LINE_MAX`] bytes.
+const LINE_MAX: usize = 64 * 1024;
+
+#[derive(Default)]
+struct Lines {
+    /// Pending stdout (0) and stderr (1).
+    pending: [Vec<u8>; 2],
+}
+
+impl Lines {
+    fn log(stream: usize, data: &[u8]) -> Value {
+        let ty = if stream == 0 { "stdout" } else { "stderr" };
+        json!({"type": ty, "text": String::from_utf8_lossy(data), "timestamp": now_ns() as u64})
+    }
+
+    /// The messages to send for `ev`.
+    fn push(&mut self, ev: &RunEvent) -> Vec<Value> {
+        let (stream, d) = match ev {
+            RunEvent::Stdout(d) => (0, d),
+            RunEvent::Stderr(d) => (1, d),
+            other => {
+                let mut out = self.flush();
+                out.push(event_json(other));
+                return out;
+            }
+        };
+        let mut out = Vec::new();
+        // keep the two streams in order: the other one's partial line goes first
+        let other = &mut self.pending[1 - stream];
+        if !other.is_empty() {
+            out.push(Self::log(1 - stream, &std::mem::take(other)));
+        }
+        let buf = &mut self.pending[stream];
+        buf.extend_from_slice(d);
+        let cut = if buf.len() >= LINE_MAX {
+            buf.len()
+        } else {
+            buf.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1)
+        };
+        if cut > 0 {
+            let rest = buf.split_off(cut);
+            out.push(Self::log(stream, &std::mem::replace(buf, rest)));
+        }
+        out
+    }
+
+    fn flush(&mut self) -> Vec<Value> {
+        let mut out = Vec::new();
+        for s in 0..2 {
+            if !self.pending[s].is_empty() {
+                out.push(Self::log(s, &std::mem::take(&mut self.pending[s])));
+            }
+        }
+        out
+    }
+}
+
 fn event_json(ev: &RunEvent) -> Value {
     match ev {
-        RunEvent::Stdout(d) => {
-            json!({"type": "stdout", "text": String::from_utf8_lossy(d), "timestamp": now_ns() as u64})
-        }
-        RunEvent::Stderr(d) => {
-            json!({"type": "stderr", "text": String::from_utf8_lossy(d), "timestamp": now_ns() as u64})
-        }
+        RunEvent::Stdout(d) => Lines::log(0, d),
+        RunEvent::Stderr(d) => Lines::log(1, d),
         RunEvent::Result(r) => result_json(r),
         RunEvent::Error(e) => json!({
             "type": "error",
@@ -234,10 +288,18 @@ async fn execute(
         };
         d.command_started(&live);
         let sink_tx = tx.clone();
+        let lines = Arc::new(std::sync::Mutex::new(Lines::default()));
+        let sink_lines = lines.clone();
         let mut sink = move |ev: &RunEvent| {
-            let _ = sink_tx.send(line(&event_json(ev)));
+            let mut l = sink_lines.lock().unwrap_or_else(|p| p.into_inner());
+            for v in l.push(ev) {
+                let _ = sink_tx.send(line(&v));
+            }
         };
         let out = ctx.run_code(&cid, &code, None, u64::MAX, &mut sink).await;
+        for v in lines.lock().unwrap_or_else(|p| p.into_inner()).flush() {
+            let _ = tx.send(line(&v));
+        }
         d.command_finished(&live);
         watcher.abort();
         match out {
@@ -334,6 +396,27 @@ mod tests {
         assert_eq!(v["png"], "iVBOR");
         assert_eq!(v["is_main_result"], true);
         assert_eq!(v["extra"]["application/vnd.custom"], "x");
+    }
+
+    #[test]
+    fn output_is_sent_a_line_at_a_time() {
+        let mut l = Lines::default();
+        let texts = |v: Vec<Value>| -> Vec<String> {
+            v.iter()
+                .map(|m| {
+                    format!(
+                        "{}:{}",
+                        m["type"].as_str().unwrap_or(""),
+                        m["text"].as_str().unwrap_or("")
+                    )
+                })
+                .collect()
+        };
+        assert!(l.push(&RunEvent::Stdout(b"10".to_vec())).is_empty());
+        assert_eq!(texts(l.push(&RunEvent::Stdout(b"\na\nb".to_vec()))), ["stdout:10\na\n"]);
+        assert_eq!(texts(l.push(&RunEvent::Stderr(b"e\n".to_vec()))), ["stdout:b", "stderr:e\n"]);
+        assert!(l.push(&RunEvent::Stdout(b"tail".to_vec())).is_empty());
+        assert_eq!(texts(l.flush()), ["stdout:tail"]);
     }
 
     #[test]

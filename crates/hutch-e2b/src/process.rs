@@ -94,7 +94,7 @@ pub async fn start(
 ) -> Response {
     match start_process(&s, &t, &headers, &body).await {
         Ok(p) => stream_events(p, connect::keepalive(&headers)),
-        Err(e) => e.rpc(),
+        Err(e) => connect::stream_error(e),
     }
 }
 
@@ -146,7 +146,7 @@ pub async fn connect(Extension(t): Extension<Target>, headers: HeaderMap, body: 
     let found = connect::stream_request::<Selected>(&body).and_then(|r| find(&t, &r.process));
     match found {
         Ok(p) => stream_events(p, connect::keepalive(&headers)),
-        Err(e) => e.rpc(),
+        Err(e) => connect::stream_error(e),
     }
 }
 

@@ -89,3 +89,16 @@ def test_tools_of_the_base_template(sandbox):
     assert lines[0] == "42"
     assert "bash" in lines[1]
     assert lines[2].endswith("curl")
+
+
+def test_pty_is_a_clear_error(sandbox):
+    from e2b.exceptions import SandboxException
+    from e2b.sandbox.commands.command_handle import PtySize
+
+    with pytest.raises(SandboxException, match="PTY"):
+        sandbox.pty.create(PtySize(rows=24, cols=80))
+
+
+def test_running_as_root_is_a_clear_error(sandbox):
+    with pytest.raises(Exception, match="user 'root'"):
+        sandbox.commands.run("id", user="root")
