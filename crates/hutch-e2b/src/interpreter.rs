@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Extension, Json, Router};
@@ -16,14 +16,13 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use crate::error::E2bError;
-use crate::plane::{token_ok, Target};
+use crate::plane::{constant_time_eq, token_ok, Target};
 use crate::E2b;
 
 type S = State<Arc<E2b>>;
 
 pub fn router(state: Arc<E2b>) -> Router {
     Router::new()
-        .route("/health", get(|| async { "OK" }))
         .route("/execute", post(execute))
         .route("/contexts", post(create).get(list))
         .route("/contexts/{cid}", delete(remove))
@@ -31,7 +30,24 @@ pub fn router(state: Arc<E2b>) -> Router {
         .fallback(|uri: axum::http::Uri| async move {
             plain(StatusCode::NOT_IMPLEMENTED, format!("{} is not supported by hutch", uri.path()))
         })
+        .route_layer(axum::middleware::from_fn(require_token))
+        .route("/health", get(|| async { "OK" }))
         .with_state(state)
+}
+
+/// The SDK sends the access token on `/execute` and, because create answers with it as the
+/// traffic access token too, `E2B-Traffic-Access-Token` on every call: one of the two must match.
+async fn require_token(
+    Extension(t): Extension<Target>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let traffic = req.headers().get("e2b-traffic-access-token").map(|v| v.as_bytes());
+    let traffic_ok = traffic.is_some_and(|v| constant_time_eq(v, t.sandbox.token().as_bytes()));
+    if !token_ok(&t, req.headers()) && !traffic_ok {
+        return plain(StatusCode::UNAUTHORIZED, "a valid access token is required");
+    }
+    next.run(req).await
 }
 
 /// The code interpreter answers errors as text; the SDK puts the text in its exception.
@@ -247,15 +263,7 @@ fn event_json(ev: &RunEvent) -> Value {
     }
 }
 
-async fn execute(
-    State(s): S,
-    Extension(t): Extension<Target>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    if !token_ok(&t, &headers) && headers.contains_key("x-access-token") {
-        return plain(StatusCode::UNAUTHORIZED, "invalid access token");
-    }
+async fn execute(State(s): S, Extension(t): Extension<Target>, body: Bytes) -> Response {
     let req: ExecuteRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => return plain(StatusCode::BAD_REQUEST, format!("invalid request: {e}")),

@@ -123,7 +123,8 @@ impl E2bSandbox {
             "alias": self.template(),
             "envdVersion": ENVD_VERSION,
             "envdAccessToken": self.token(),
-            "trafficAccessToken": null,
+            // the SDKs send it to the code interpreter, which checks it (docs/e2b.md)
+            "trafficAccessToken": self.token(),
             "domain": null,
         })
     }

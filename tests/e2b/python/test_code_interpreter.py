@@ -1,4 +1,6 @@
 """The code interpreter (e2b-code-interpreter) on hutch's code contexts."""
+import os
+
 import pytest
 from e2b_code_interpreter import Sandbox
 
@@ -67,3 +69,16 @@ def test_unsupported_language_names_itself(ci):
 
     with pytest.raises(SandboxException, match="language 'r'"):
         ci.run_code("1", language="r")
+
+
+def test_the_interpreter_needs_the_access_token(ci):
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(
+        os.environ["E2B_SANDBOX_URL"] + "/contexts",
+        headers={"E2b-Sandbox-Id": ci.sandbox_id, "E2b-Sandbox-Port": "49999"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req)
+    assert e.value.code == 401
