@@ -81,8 +81,7 @@ pub async fn download(
 ) -> Result<Response, E2bError> {
     authorize(&t, &headers, &q, "read")?;
     let path = q.path.clone().ok_or_else(|| E2bError::BadRequest("path is required".into()))?;
-    let g = t.live.sandbox.read().await;
-    let sb = g.as_ref().ok_or_else(|| E2bError::SandboxGone(t.sandbox.id()))?;
+    let sb = t.open().await?;
     let st = sb.stat(&path).await.map_err(|e| file_err(e, &path))?;
     if st.kind == hutch_proto::FileKind::Dir {
         return Err(E2bError::BadRequest(format!("path '{path}' is a directory")));
@@ -162,8 +161,7 @@ pub async fn upload(
     if files.is_empty() {
         return Err(E2bError::BadRequest("no file in the upload".into()));
     }
-    let g = t.live.sandbox.read().await;
-    let sb = g.as_ref().ok_or_else(|| E2bError::SandboxGone(t.sandbox.id()))?;
+    let sb = t.open().await?;
     let mut out = Vec::new();
     for (path, data) in files {
         if path.is_empty() {

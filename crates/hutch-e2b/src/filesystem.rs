@@ -15,12 +15,11 @@ use hutch_proto::FileKind;
 use hutch_server::live::LiveSandbox;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tokio::sync::RwLockReadGuard;
 
 use crate::connect;
 use crate::error::{E2bError, Rpc};
 use crate::model::{self, rfc3339_s};
-use crate::plane::{check_user, Target};
+use crate::plane::{check_user, Held, Target};
 use crate::E2b;
 
 /// How often a watcher looks at its directory.
@@ -31,16 +30,6 @@ const WATCH_MAX_ENTRIES: usize = 2000;
 const WATCH_MAX_EVENTS: usize = 10_000;
 /// Watchers per sandbox at most.
 const WATCHERS_PER_SANDBOX: usize = 64;
-
-type Guard<'a> = RwLockReadGuard<'a, Option<Box<dyn Sandbox>>>;
-
-async fn sandbox(live: &LiveSandbox) -> Result<Guard<'_>, E2bError> {
-    let g = live.sandbox.read().await;
-    if g.is_none() {
-        return Err(E2bError::SandboxGone(model::e2b_id(&live.id)));
-    }
-    Ok(g)
-}
 
 fn fs_err(e: hutch_core::SandboxError, what: &str) -> E2bError {
     hutch_server::ApiError::from_sandbox(e, what).into()
@@ -126,8 +115,7 @@ fn parse(headers: &HeaderMap, body: &[u8]) -> Result<PathRequest, E2bError> {
 pub async fn stat(Extension(t): Extension<Target>, h: HeaderMap, body: Bytes) -> Rpc<Json<Value>> {
     Rpc(async {
         let req = parse(&h, &body)?;
-        let g = sandbox(&t.live).await?;
-        let sb = g.as_ref().ok_or_else(|| E2bError::SandboxGone(t.sandbox.id()))?;
+        let sb = t.open().await?;
         let st = sb.stat(&req.path).await.map_err(|e| fs_err(e, "stat"))?;
         Ok(Json(json!({ "entry": entry(&st) })))
     }
@@ -169,13 +157,12 @@ pub async fn list_dir(
     Rpc(async {
         let req = parse(&h, &body)?;
         let depth = req.depth.unwrap_or(1).max(1);
-        let g = sandbox(&t.live).await?;
-        let sb = g.as_ref().ok_or_else(|| E2bError::SandboxGone(t.sandbox.id()))?;
+        let sb = t.open().await?;
         let st = sb.stat(&req.path).await.map_err(|e| fs_err(e, "list"))?;
         if st.kind != FileKind::Dir {
             return Err(E2bError::BadRequest(format!("path {} is not a directory", st.path)));
         }
-        let entries = walk(sb.as_ref(), &st.path, depth, 100_000).await?;
+        let entries = walk(&*sb, &st.path, depth, 100_000).await?;
         let mut entries: Vec<Value> = entries.iter().map(entry).collect();
         entries.sort_by(|a, b| a["path"].as_str().cmp(&b["path"].as_str()));
         Ok(Json(json!({ "entries": entries })))
@@ -190,8 +177,7 @@ pub async fn make_dir(
 ) -> Rpc<Json<Value>> {
     Rpc(async {
         let req = parse(&h, &body)?;
-        let g = sandbox(&t.live).await?;
-        let sb = g.as_ref().ok_or_else(|| E2bError::SandboxGone(t.sandbox.id()))?;
+        let sb = t.open().await?;
         if let Ok(st) = sb.stat(&req.path).await {
             return Err(if st.kind == FileKind::Dir {
                 E2bError::AlreadyExists(format!("directory {} already exists", st.path))
@@ -213,8 +199,7 @@ pub async fn remove(
 ) -> Rpc<Json<Value>> {
     Rpc(async {
         let req = parse(&h, &body)?;
-        let g = sandbox(&t.live).await?;
-        let sb = g.as_ref().ok_or_else(|| E2bError::SandboxGone(t.sandbox.id()))?;
+        let sb = t.open().await?;
         match sb.remove(&req.path, true).await {
             Err(e) if e.kind() == hutch_core::ErrorKind::NotFound => {}
             other => other.map_err(|e| fs_err(e, "remove"))?,
@@ -231,8 +216,7 @@ pub async fn rename(
 ) -> Rpc<Json<Value>> {
     Rpc(async {
         let req = parse(&h, &body)?;
-        let g = sandbox(&t.live).await?;
-        let sb = g.as_ref().ok_or_else(|| E2bError::SandboxGone(t.sandbox.id()))?;
+        let sb = t.open().await?;
         sb.stat(&req.source).await.map_err(|e| fs_err(e, "move"))?;
         if let Some((parent, _)) = req.destination.trim_end_matches('/').rsplit_once('/') {
             if !parent.is_empty() {
@@ -292,10 +276,9 @@ async fn snapshot(
     root: &str,
     recursive: bool,
 ) -> Result<BTreeMap<String, Seen>, E2bError> {
-    let g = sandbox(live).await?;
-    let sb = g.as_ref().ok_or_else(|| E2bError::SandboxGone(model::e2b_id(&live.id)))?;
+    let sb = Held::new(live).await?;
     let depth = if recursive { 64 } else { 1 };
-    let list = walk(sb.as_ref(), root, depth, WATCH_MAX_ENTRIES).await?;
+    let list = walk(&*sb, root, depth, WATCH_MAX_ENTRIES).await?;
     Ok(list
         .into_iter()
         .map(|st| (st.path, Seen { kind: st.kind, size: st.size, mtime: st.mtime }))
@@ -311,8 +294,7 @@ async fn watch(
     sink: impl FnMut(Vec<Value>) -> futures_util::future::BoxFuture<'static, bool> + Send + 'static,
 ) -> Result<tokio::task::JoinHandle<()>, E2bError> {
     let root = {
-        let g = sandbox(&live).await?;
-        let sb = g.as_ref().ok_or_else(|| E2bError::SandboxGone(model::e2b_id(&live.id)))?;
+        let sb = Held::new(&live).await?;
         let st = sb.stat(path).await.map_err(|e| fs_err(e, "watch"))?;
         if st.kind != FileKind::Dir {
             return Err(E2bError::BadRequest(format!("path {} is not a directory", st.path)));

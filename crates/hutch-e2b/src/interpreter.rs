@@ -103,8 +103,7 @@ async fn create_context(
     lang: &str,
     cwd: Option<&str>,
 ) -> Result<ContextInfo, E2bError> {
-    let g = t.live.sandbox.read().await;
-    let sb = g.as_ref().ok_or_else(|| E2bError::SandboxGone(t.sandbox.id()))?;
+    let sb = t.open().await?;
     sb.contexts()
         .map_err(ctx_err)?
         .create_context(lang, cwd, BTreeMap::new())
@@ -113,8 +112,7 @@ async fn create_context(
 }
 
 async fn contexts(t: &Target) -> Result<Vec<ContextInfo>, E2bError> {
-    let g = t.live.sandbox.read().await;
-    let sb = g.as_ref().ok_or_else(|| E2bError::SandboxGone(t.sandbox.id()))?;
+    let sb = t.open().await?;
     sb.contexts().map_err(ctx_err)?.list_contexts().await.map_err(ctx_err)
 }
 
@@ -360,26 +358,23 @@ async fn list(Extension(t): Extension<Target>) -> Response {
 
 async fn remove(Extension(t): Extension<Target>, Path(cid): Path<String>) -> Response {
     let r = async {
-        let g = t.live.sandbox.read().await;
-        let sb = g.as_ref().ok_or_else(|| E2bError::SandboxGone(t.sandbox.id()))?;
+        let sb = t.open().await?;
         sb.contexts().map_err(ctx_err)?.delete_context(&cid).await.map_err(ctx_err)
-    }
-    .await;
-    match r {
-        Ok(()) => StatusCode::NO_CONTENT.into_response(),
-        Err(e) => err_text(e),
-    }
+    };
+    no_content(r.await)
 }
 
 async fn restart(Extension(t): Extension<Target>, Path(cid): Path<String>) -> Response {
     let r = async {
-        let g = t.live.sandbox.read().await;
-        let sb = g.as_ref().ok_or_else(|| E2bError::SandboxGone(t.sandbox.id()))?;
+        let sb = t.open().await?;
         sb.contexts().map_err(ctx_err)?.restart_context(&cid).await.map_err(ctx_err)
-    }
-    .await;
+    };
+    no_content(r.await.map(|_| ()))
+}
+
+fn no_content(r: Result<(), E2bError>) -> Response {
     match r {
-        Ok(_) => StatusCode::NO_CONTENT.into_response(),
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => err_text(e),
     }
 }

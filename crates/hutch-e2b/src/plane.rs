@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use base64::Engine;
+use hutch_core::Sandbox;
 use hutch_server::daemon::Caller;
 use hutch_server::live::LiveSandbox;
 use serde_json::json;
@@ -35,6 +36,36 @@ pub struct Target {
 impl Target {
     pub fn id(&self) -> &str {
         &self.sandbox.row.id
+    }
+
+    /// The running sandbox, held (a read lock: it is not destroyed meanwhile).
+    pub async fn open(&self) -> Result<Held<'_>, E2bError> {
+        Held::new(&self.live).await
+    }
+}
+
+/// A sandbox held for an operation: a read lock on its handle, known to be there.
+pub struct Held<'a>(tokio::sync::RwLockReadGuard<'a, Option<Box<dyn Sandbox>>>);
+
+impl<'a> Held<'a> {
+    pub async fn new(live: &'a LiveSandbox) -> Result<Self, E2bError> {
+        let g = live.sandbox.read().await;
+        if g.is_none() {
+            return Err(E2bError::SandboxGone(model::e2b_id(&live.id)));
+        }
+        Ok(Self(g))
+    }
+}
+
+impl std::ops::Deref for Held<'_> {
+    type Target = dyn Sandbox;
+
+    fn deref(&self) -> &Self::Target {
+        match self.0.as_deref() {
+            Some(sb) => sb,
+            // checked in `new`, and the read lock keeps it so
+            None => unreachable!("a held sandbox is present"),
+        }
     }
 }
 
