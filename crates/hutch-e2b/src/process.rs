@@ -12,7 +12,7 @@ use axum::{Extension, Json};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use futures_util::StreamExt;
-use hutch_core::{ExecRequest, ExecStatus, StdinMode};
+use hutch_core::{ExecRequest, ExecStatus, PtySize, StdinMode};
 use hutch_server::live::{BgProcess, ProcEvent};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -36,9 +36,31 @@ struct ProcessConfig {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
+struct Pty {
+    size: Option<Size>,
+}
+
+#[derive(Debug, Default, Deserialize, Clone, Copy)]
+#[serde(default)]
+struct Size {
+    rows: u16,
+    cols: u16,
+}
+
+impl Size {
+    fn to_pty(self) -> Result<PtySize, E2bError> {
+        if self.rows == 0 || self.cols == 0 {
+            return Err(E2bError::BadRequest("the terminal size needs rows and cols".into()));
+        }
+        Ok(PtySize { rows: self.rows, cols: self.cols })
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 struct StartRequest {
     process: ProcessConfig,
-    pty: Option<Value>,
+    pty: Option<Pty>,
     tag: Option<String>,
     /// Absent means open (as upstream envd).
     stdin: Option<bool>,
@@ -106,9 +128,6 @@ async fn start_process(
 ) -> Result<Arc<BgProcess>, E2bError> {
     let req: StartRequest = connect::stream_request(body)?;
     check_user(headers)?;
-    if req.pty.is_some() {
-        return Err(E2bError::unimplemented("PTY (interactive terminal) sessions"));
-    }
     if req.process.cmd.is_empty() {
         return Err(E2bError::BadRequest("process.cmd is required".into()));
     }
@@ -120,7 +139,12 @@ async fn start_process(
     er.timeout_ms = connect::timeout_ms(headers);
     er.output_limit = u64::MAX;
     er.stdin = if req.stdin.unwrap_or(true) { StdinMode::Stream } else { StdinMode::Null };
+    if let Some(pty) = &req.pty {
+        er.pty = Some(pty.size.unwrap_or(Size { rows: 24, cols: 80 }).to_pty()?);
+        er.stdin = StdinMode::Stream;
+    }
     let config = json!({
+        "pty": req.pty.is_some(),
         "cmd": req.process.cmd,
         "args": req.process.args,
         "envs": req.process.envs,
@@ -185,6 +209,7 @@ fn end_event(st: &ExecStatus) -> Result<Value, Value> {
 /// while idle, and `end`. Closing the stream leaves the process running.
 fn stream_events(p: Arc<BgProcess>, keepalive: std::time::Duration) -> Response {
     let (tx, resp) = connect::stream();
+    let pty = is_pty(&p);
     tokio::spawn(async move {
         let send = |v: Value| {
             let tx = tx.clone();
@@ -196,7 +221,7 @@ fn stream_events(p: Arc<BgProcess>, keepalive: std::time::Duration) -> Response 
         }
         let mut ending: Option<Result<Value, Value>> = None;
         for ev in buffered {
-            match to_message(&ev) {
+            match to_message(&ev, pty) {
                 Message::Data(v) => {
                     if !send(v).await {
                         return;
@@ -224,7 +249,7 @@ fn stream_events(p: Arc<BgProcess>, keepalive: std::time::Duration) -> Response 
                     log.last().cloned().unwrap_or(ProcEvent::Error("process lost".into()))
                 }
             };
-            match to_message(&ev) {
+            match to_message(&ev, pty) {
                 Message::Data(v) => {
                     if !send(v).await {
                         return;
@@ -253,8 +278,16 @@ enum Message {
     End(Result<Value, Value>),
 }
 
-fn to_message(ev: &ProcEvent) -> Message {
+fn is_pty(p: &BgProcess) -> bool {
+    p.command.get("pty").and_then(Value::as_bool) == Some(true)
+}
+
+/// A terminal's output is all `pty` data.
+fn to_message(ev: &ProcEvent, pty: bool) -> Message {
     match ev {
+        ProcEvent::Stdout(d) if pty => {
+            Message::Data(json!({"event": {"data": {"pty": B64.encode(d.as_slice())}}}))
+        }
         ProcEvent::Stdout(d) => {
             Message::Data(json!({"event": {"data": {"stdout": B64.encode(d.as_slice())}}}))
         }
@@ -340,12 +373,14 @@ struct InputRequest {
 }
 
 async fn write_input(p: &BgProcess, input: &Input) -> Result<(), E2bError> {
-    if input.pty.is_some() {
-        return Err(E2bError::unimplemented("PTY (interactive terminal) input"));
-    }
-    let data = B64
-        .decode(input.stdin.as_deref().unwrap_or_default())
-        .map_err(|_| E2bError::BadRequest("input.stdin is not base64".into()))?;
+    let data = match (&input.stdin, &input.pty) {
+        (_, Some(_)) if !is_pty(p) => {
+            return Err(E2bError::BadRequest(format!("process {} has no terminal", p.pid)))
+        }
+        (Some(d), _) | (None, Some(d)) => d.as_str(),
+        (None, None) => "",
+    };
+    let data = B64.decode(data).map_err(|_| E2bError::BadRequest("input is not base64".into()))?;
     p.control
         .write_stdin(&data)
         .await
@@ -366,6 +401,12 @@ pub async fn close_stdin(Extension(t): Extension<Target>, body: Bytes) -> Rpc<Js
     Rpc(async {
         let req: Selected = connect::parse(&body)?;
         let p = running(&t, &req.process)?;
+        if is_pty(&p) {
+            return Err(E2bError::BadRequest(format!(
+                "process {} reads from a terminal: send EOF (Ctrl-D) as input instead",
+                p.pid
+            )));
+        }
         p.control.close_stdin().await.map_err(|e| {
             E2bError::from(hutch_server::ApiError::from_sandbox(e, "closing stdin"))
         })?;
@@ -420,9 +461,30 @@ pub async fn stream_input(Extension(t): Extension<Target>, body: Body) -> Respon
     resp
 }
 
-/// `Update` only resizes a PTY, which hutch does not have.
-pub async fn update() -> Response {
-    E2bError::unimplemented("PTY (interactive terminal) resize").rpc()
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct UpdateRequest {
+    process: Selector,
+    pty: Option<Pty>,
+}
+
+/// `Update`: resizes a process's terminal.
+pub async fn update(Extension(t): Extension<Target>, body: Bytes) -> Rpc<Json<Value>> {
+    Rpc(async {
+        let req: UpdateRequest = connect::parse(&body)?;
+        let p = running(&t, &req.process)?;
+        let Some(size) = req.pty.and_then(|p| p.size) else {
+            return Ok(Json(json!({})));
+        };
+        if !is_pty(&p) {
+            return Err(E2bError::BadRequest(format!("process {} has no terminal", p.pid)));
+        }
+        p.control.resize(size.to_pty()?).await.map_err(|e| {
+            E2bError::from(hutch_server::ApiError::from_sandbox(e, "resizing the terminal"))
+        })?;
+        Ok(Json(json!({})))
+    }
+    .await)
 }
 
 #[cfg(test)]

@@ -91,7 +91,25 @@ test('timeout, list, connect from a second client, kill', async () => {
   assert.equal(await sbx.isRunning(), false)
 })
 
+test('a PTY session: input, resize, output', () =>
+  withSandbox(async (sbx) => {
+    const chunks = []
+    const term = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => chunks.push(Buffer.from(d)) })
+    await sbx.pty.sendInput(term.pid, new TextEncoder().encode('stty size\n'))
+    // resize once the first size is out
+    for (let i = 0; i < 100 && !Buffer.concat(chunks).toString().includes('24 80'); i++) {
+      await new Promise((r) => setTimeout(r, 100))
+    }
+    await sbx.pty.resize(term.pid, { cols: 100, rows: 40 })
+    await sbx.pty.sendInput(term.pid, new TextEncoder().encode('stty size; exit 0\n'))
+    const r = await term.wait()
+    assert.equal(r.exitCode, 0)
+    const text = Buffer.concat(chunks).toString()
+    assert.match(text, /24 80/)
+    assert.match(text, /40 100/)
+  }))
+
 test('an unsupported feature is a clear error', () =>
   withSandbox(async (sbx) => {
-    await assert.rejects(sbx.pty.create({ cols: 80, rows: 24, onData: () => {} }), /PTY/)
+    await assert.rejects(sbx.commands.run('id', { user: 'root' }), /user 'root'/)
   }))

@@ -91,12 +91,28 @@ def test_tools_of_the_base_template(sandbox):
     assert lines[2].endswith("curl")
 
 
-def test_pty_is_a_clear_error(sandbox):
-    from e2b.exceptions import SandboxException
+def test_pty_session_with_input_and_resize(sandbox):
     from e2b.sandbox.commands.command_handle import PtySize
 
-    with pytest.raises(SandboxException, match="PTY"):
-        sandbox.pty.create(PtySize(rows=24, cols=80))
+    out = bytearray()
+    h = sandbox.pty.create(PtySize(rows=24, cols=80))
+    # the first size is taken before the resize: the shell waits for the go file
+    sandbox.pty.send_stdin(
+        h.pid,
+        b"echo $((6*7)); stty size > first; until [ -e go ]; do sleep 0.1; done; stty size; tty; exit 0\n",
+    )
+    deadline = time.time() + 10
+    while not sandbox.files.exists("first") and time.time() < deadline:
+        time.sleep(0.1)
+    sandbox.pty.resize(h.pid, PtySize(rows=50, cols=132))
+    sandbox.files.write("go", "")
+    r = h.wait(on_pty=out.extend)
+    text = out.decode(errors="replace")
+    assert r.exit_code == 0
+    assert sandbox.files.read("first") == "24 80\n"
+    assert "42" in text
+    assert "50 132" in text
+    assert "/dev/pts/" in text
 
 
 def test_running_as_root_is_a_clear_error(sandbox):
