@@ -37,27 +37,45 @@ pub fn signature(path: &str, op: &str, user: &str, token: &str, exp: Option<i64>
     format!("v1_{}", base64::engine::general_purpose::STANDARD_NO_PAD.encode(digest))
 }
 
+impl FilesQuery {
+    pub fn from_pairs(pairs: &[(String, String)]) -> Option<Self> {
+        let mut q = FilesQuery::default();
+        for (k, v) in pairs {
+            match k.as_str() {
+                "path" => q.path = Some(v.clone()),
+                "username" => q.username = Some(v.clone()),
+                "signature" => q.signature = Some(v.clone()),
+                "signature_expiration" => q.signature_expiration = Some(v.parse().ok()?),
+                _ => {}
+            }
+        }
+        Some(q)
+    }
+
+    /// The query carries a signature of `op` made with `token` (expired or not).
+    pub fn signed_by(&self, op: &str, token: &str) -> bool {
+        let Some(sig) = &self.signature else { return false };
+        let want = signature(
+            self.path.as_deref().unwrap_or_default(),
+            op,
+            self.username.as_deref().unwrap_or_default(),
+            token,
+            self.signature_expiration,
+        );
+        constant_time_eq(sig.as_bytes(), want.as_bytes())
+    }
+}
+
 fn authorize(t: &Target, headers: &HeaderMap, q: &FilesQuery, op: &str) -> Result<(), E2bError> {
     user_allowed(q.username.as_deref().unwrap_or_default())?;
     if token_ok(t, headers) {
         return Ok(());
     }
-    if let Some(sig) = &q.signature {
-        if let Some(exp) = q.signature_expiration {
-            if exp < hutch_store::now_ms() / 1000 {
-                return Err(E2bError::Unauthorized("signature is already expired".into()));
-            }
+    if q.signed_by(op, t.sandbox.token()) {
+        if q.signature_expiration.is_some_and(|exp| exp < hutch_store::now_ms() / 1000) {
+            return Err(E2bError::Unauthorized("signature is already expired".into()));
         }
-        let want = signature(
-            q.path.as_deref().unwrap_or_default(),
-            op,
-            q.username.as_deref().unwrap_or_default(),
-            t.sandbox.token(),
-            q.signature_expiration,
-        );
-        if constant_time_eq(sig.as_bytes(), want.as_bytes()) {
-            return Ok(());
-        }
+        return Ok(());
     }
     Err(E2bError::Unauthorized(
         "unauthorized access, please provide a valid access token or method signing if supported"

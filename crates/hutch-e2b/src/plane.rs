@@ -75,7 +75,12 @@ pub fn router(state: Arc<E2b>) -> Router {
     Router::new().fallback_service(tower::service_fn(move |mut req: Request| {
         let (envd, interpreter, state) = (envd.clone(), interpreter.clone(), state.clone());
         async move {
-            let target = match resolve(&state, req.headers()) {
+            let found = if req.headers().contains_key(SANDBOX_ID) {
+                resolve(&state, req.headers())
+            } else {
+                signed_target(&state, &req)
+            };
+            let target = match found {
                 Ok(t) => t,
                 Err(e) => return Ok(e.into_response()),
             };
@@ -114,7 +119,46 @@ fn resolve(state: &E2b, headers: &HeaderMap) -> Result<Target, E2bError> {
     let gone = || E2bError::SandboxGone(id.to_string());
     let hid = model::hutch_id(id).ok_or_else(gone)?;
     let row = state.daemon.store.get(&hid).map_err(|_| gone())?.ok_or_else(gone)?;
-    let sandbox = E2bSandbox::from_row(row).ok_or_else(gone)?;
+    target(state, E2bSandbox::from_row(row).ok_or_else(gone)?)
+}
+
+/// A signed `/files` URL (`download_url()`, `upload_url()`) carries no sandbox id: the
+/// sandbox is the one whose access token made the signature.
+pub fn is_signed_file_request(req: &Request) -> bool {
+    req.uri().path() == "/files" && req.uri().query().is_some_and(|q| q.contains("signature="))
+}
+
+fn signed_target(state: &E2b, req: &Request) -> Result<Target, E2bError> {
+    let q: files::FilesQuery = req
+        .uri()
+        .query()
+        .and_then(query_of)
+        .ok_or_else(|| E2bError::BadRequest("invalid query".into()))?;
+    let op = if req.method() == axum::http::Method::GET { "read" } else { "write" };
+    let rows = state
+        .daemon
+        .store
+        .list(&hutch_store::ListFilter::default())
+        .map_err(hutch_server::ApiError::from)?;
+    for row in rows {
+        let Some(sb) = E2bSandbox::from_row(row) else { continue };
+        if q.signed_by(op, sb.token()) {
+            return target(state, sb);
+        }
+    }
+    Err(E2bError::Unauthorized("the signature matches no running sandbox".into()))
+}
+
+fn query_of(q: &str) -> Option<files::FilesQuery> {
+    let pairs: Vec<(String, String)> = form_urlencoded::parse(q.as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    files::FilesQuery::from_pairs(&pairs)
+}
+
+fn target(state: &E2b, sandbox: E2bSandbox) -> Result<Target, E2bError> {
+    let hid = sandbox.row.id.clone();
+    let gone = || E2bError::SandboxGone(model::e2b_id(&hid));
     let caller = Caller {
         admin: sandbox.row.owner_key.is_none(),
         key_id: sandbox.row.owner_key.clone(),

@@ -37,7 +37,9 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
     Router::new().fallback_service(tower::service_fn(move |req: Request| {
         let (rest, plane) = (rest.clone(), plane.clone());
         async move {
-            if req.headers().contains_key(crate::plane::SANDBOX_ID) {
+            if req.headers().contains_key(crate::plane::SANDBOX_ID)
+                || crate::plane::is_signed_file_request(&req)
+            {
                 plane.oneshot(req).await
             } else {
                 rest.oneshot(req).await

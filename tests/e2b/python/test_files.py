@@ -92,3 +92,36 @@ def test_watch_dir(sandbox):
         assert removed
     finally:
         h.stop()
+
+
+def test_signed_urls_work_without_the_sdk(sandbox):
+    import urllib.request
+
+    sandbox.files.write("signed.txt", "via a signed URL")
+    with urllib.request.urlopen(sandbox.download_url("signed.txt")) as r:
+        assert r.read() == b"via a signed URL"
+    up = urllib.request.Request(
+        sandbox.upload_url("uploaded.txt"),
+        data=b"raw upload",
+        method="POST",
+        headers={"Content-Type": "application/octet-stream"},
+    )
+    with urllib.request.urlopen(up) as r:
+        assert r.status == 200
+    assert sandbox.files.read("uploaded.txt") == "raw upload"
+
+
+def test_expired_and_forged_signatures_are_refused(sandbox):
+    import urllib.error
+    import urllib.request
+
+    sandbox.files.write("secret.txt", "no")
+    expired = sandbox.download_url("secret.txt", use_signature_expiration=-10)
+    forged = sandbox.download_url("secret.txt").replace("signature=v1_", "signature=v1_x")
+    for url in (expired, forged):
+        try:
+            urllib.request.urlopen(url)
+        except urllib.error.HTTPError as e:
+            assert e.code == 401
+        else:
+            raise AssertionError(f"{url} must be refused")
