@@ -105,7 +105,37 @@ pub async fn download(
         return Err(E2bError::BadRequest(format!("path '{path}' is a directory")));
     }
     let data = sb.read_file(&path).await.map_err(|e| file_err(e, &path))?;
+    if accepts_gzip(&headers) {
+        let gz = gzip(&data).map_err(|e| {
+            tracing::error!(error = %e, "gzip");
+            E2bError::from(hutch_server::ApiError::internal())
+        })?;
+        let h = [
+            (header::CONTENT_TYPE, "application/octet-stream"),
+            (header::CONTENT_ENCODING, "gzip"),
+        ];
+        return Ok((h, gz).into_response());
+    }
     Ok(([(header::CONTENT_TYPE, "application/octet-stream")], data).into_response())
+}
+
+/// `Accept-Encoding` names gzip (with a non-zero weight).
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    let Some(v) = headers.get(header::ACCEPT_ENCODING).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    v.split(',').any(|e| {
+        let mut parts = e.split(';').map(str::trim);
+        parts.next().is_some_and(|n| n.eq_ignore_ascii_case("gzip"))
+            && !parts.any(|p| p.replace(' ', "") == "q=0")
+    })
+}
+
+fn gzip(data: &[u8]) -> std::io::Result<Vec<u8>> {
+    use std::io::Write;
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    enc.write_all(data)?;
+    enc.finish()
 }
 
 /// Decompresses a gzip body, refusing to grow past `limit`.
@@ -204,6 +234,18 @@ mod tests {
         assert!(!s.ends_with('='));
         assert_ne!(s, signature("hello.txt", "write", "", "token", None));
         assert_ne!(s, signature("hello.txt", "read", "", "token", Some(1)));
+    }
+
+    #[test]
+    fn gzip_is_sent_when_asked_for() {
+        let mut h = HeaderMap::new();
+        assert!(!accepts_gzip(&h));
+        h.insert(header::ACCEPT_ENCODING, "gzip, deflate".parse().expect("header"));
+        assert!(accepts_gzip(&h));
+        h.insert(header::ACCEPT_ENCODING, "deflate, gzip;q=0".parse().expect("header"));
+        assert!(!accepts_gzip(&h));
+        let data = b"round trip ".repeat(100);
+        assert_eq!(gunzip(&gzip(&data).expect("gzip"), 10_000).expect("gunzip"), data);
     }
 
     #[test]
