@@ -345,16 +345,15 @@ impl Watchers {
     }
 }
 
-fn watch_options(req: &PathRequest, body: &[u8]) -> Result<(), E2bError> {
-    let v: Value = connect::parse(body).unwrap_or_default();
+/// A watch request: the directory and options hutch implements, refusing the others by name.
+fn watch_request(v: Value) -> Result<PathRequest, E2bError> {
     if v.get("includeEntry").and_then(Value::as_bool) == Some(true) {
         return Err(E2bError::unimplemented("watch events with entry info"));
     }
     if v.get("allowNetworkMounts").and_then(Value::as_bool) == Some(true) {
         return Err(E2bError::unimplemented("watching network mounts"));
     }
-    let _ = req;
-    Ok(())
+    serde_json::from_value(v).map_err(|e| E2bError::BadRequest(format!("invalid message: {e}")))
 }
 
 pub async fn create_watcher(
@@ -364,8 +363,8 @@ pub async fn create_watcher(
     body: Bytes,
 ) -> Rpc<Json<Value>> {
     Rpc(async {
-        let req = parse(&h, &body)?;
-        watch_options(&req, &body)?;
+        check_user(&h)?;
+        let req = watch_request(connect::parse(&body)?)?;
         let count = s.watchers.lock().values().filter(|w| w.sandbox == t.id()).count();
         if count >= WATCHERS_PER_SANDBOX {
             return Err(E2bError::from(hutch_server::ApiError::rate_limited(format!(
@@ -438,9 +437,7 @@ pub async fn remove_watcher(
 pub async fn watch_dir(Extension(t): Extension<Target>, h: HeaderMap, body: Bytes) -> Response {
     let started = async {
         check_user(&h)?;
-        let req: PathRequest = connect::stream_request(&body)?;
-        let v: Value = connect::stream_request(&body)?;
-        watch_options(&req, &serde_json::to_vec(&v).unwrap_or_default())?;
+        let req = watch_request(connect::stream_request(&body)?)?;
         let (tx, resp) = connect::stream();
         if tx.send(connect::envelope(0, &json!({"start": {}}))).await.is_err() {
             return Ok(resp);

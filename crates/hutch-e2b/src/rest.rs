@@ -185,12 +185,8 @@ async fn create(
     if let Some(ctx) = view.contexts.iter().flatten().find(|c| c.language == "python") {
         crate::interpreter::set_default_context(&s, &view.id, "python", &ctx.context_id);
     }
-    let sb = find(&s, &e2b_id_of(&view.id), &caller)?;
+    let sb = find(&s, &model::e2b_id(&view.id), &caller)?;
     Ok((StatusCode::CREATED, Json(sb.sandbox_json())).into_response())
-}
-
-fn e2b_id_of(hutch_id: &str) -> String {
-    model::e2b_id(hutch_id)
 }
 
 /// Random hex from the kernel.

@@ -2,16 +2,6 @@
 import os
 
 import pytest
-from e2b_code_interpreter import Sandbox
-
-
-@pytest.fixture
-def ci(test_id):
-    sbx = Sandbox.create(metadata={"test": test_id})
-    try:
-        yield sbx
-    finally:
-        sbx.kill()
 
 
 def test_state_is_kept_between_runs(ci):
