@@ -285,13 +285,16 @@ async fn snapshot(
         .collect())
 }
 
+/// What a watcher hands on after each poll: its events, or why it stopped (the sandbox went).
+type Batch = Result<Vec<Value>, E2bError>;
+
 /// Starts watching: checks the directory, takes the first listing, then sends each poll's
-/// events to `sink` until it returns false or the sandbox goes away.
+/// events to `sink` until it returns false or a listing fails (the error is the last batch).
 async fn watch(
     live: Arc<LiveSandbox>,
     path: &str,
     recursive: bool,
-    sink: impl FnMut(Vec<Value>) -> futures_util::future::BoxFuture<'static, bool> + Send + 'static,
+    sink: impl FnMut(Batch) -> futures_util::future::BoxFuture<'static, bool> + Send + 'static,
 ) -> Result<tokio::task::JoinHandle<()>, E2bError> {
     let root = {
         let sb = Held::new(&live).await?;
@@ -306,10 +309,13 @@ async fn watch(
     Ok(tokio::spawn(async move {
         loop {
             tokio::time::sleep(POLL).await;
-            let Ok(now) = snapshot(&live, &root, recursive).await else { return };
-            let events = diff(&root, &last, &now);
-            last = now;
-            if !sink(events).await {
+            let batch = snapshot(&live, &root, recursive).await.map(|now| {
+                let events = diff(&root, &last, &now);
+                last = now;
+                events
+            });
+            let failed = batch.is_err();
+            if !sink(batch).await || failed {
                 return;
             }
         }
@@ -373,9 +379,11 @@ pub async fn create_watcher(
         }
         let events = Arc::new(Mutex::new(Vec::new()));
         let ev = events.clone();
-        let task = watch(t.live.clone(), &req.path, req.recursive, move |new| {
+        let task = watch(t.live.clone(), &req.path, req.recursive, move |batch| {
             let ev = ev.clone();
             Box::pin(async move {
+                // a watcher whose sandbox went stops; the sandbox plane then answers 502
+                let Ok(new) = batch else { return false };
                 let mut q = ev.lock().unwrap_or_else(|p| p.into_inner());
                 q.extend(new);
                 let extra = q.len().saturating_sub(WATCH_MAX_EVENTS);
@@ -446,8 +454,17 @@ pub async fn watch_dir(Extension(t): Extension<Target>, h: HeaderMap, body: Byte
         let polls_per_keepalive = (keepalive.as_millis() / POLL.as_millis()).max(1) as u32;
         let mut quiet = 0u32;
         let sink_tx = tx.clone();
-        watch(t.live.clone(), &req.path, req.recursive, move |events| {
+        watch(t.live.clone(), &req.path, req.recursive, move |batch| {
             let tx = sink_tx.clone();
+            let events = match batch {
+                Ok(events) => events,
+                Err(e) => {
+                    return Box::pin(async move {
+                        let _ = tx.send(connect::end_stream(Some(e.rpc_json()))).await;
+                        false
+                    });
+                }
+            };
             quiet = if events.is_empty() { quiet + 1 } else { 0 };
             let ping = quiet >= polls_per_keepalive;
             if ping {

@@ -59,3 +59,12 @@ async def test_async_code_interpreter(test_id):
         assert ex.logs.stdout == ["10\n"]
     finally:
         await sbx.kill()
+
+
+async def test_a_watch_ends_when_its_sandbox_goes(test_id):
+    sbx = await AsyncSandbox.create(metadata={"test": test_id})
+    ended = asyncio.Event()
+    h = await sbx.files.watch_dir(".", lambda e: None, on_exit=lambda err: ended.set())
+    await sbx.kill()
+    await asyncio.wait_for(ended.wait(), 15)
+    await h.stop()
