@@ -314,7 +314,7 @@ async fn metrics(
 
 /// One `GET /v2/sandboxes` query: filters and the page.
 #[derive(Debug, Default)]
-struct ListQuery {
+pub struct ListQuery {
     metadata: BTreeMap<String, String>,
     running: bool,
     template: Option<String>,
@@ -326,7 +326,7 @@ struct ListQuery {
 
 /// `metadata` arrives form-encoded inside the query value, each key and value percent-encoded
 /// once more.
-fn parse_list_query(q: Option<&str>) -> Result<ListQuery, E2bError> {
+pub fn parse_list_query(q: Option<&str>) -> Result<ListQuery, E2bError> {
     let mut out = ListQuery { running: true, limit: 100, ..Default::default() };
     let bad = |what: &str| E2bError::BadRequest(format!("invalid query parameter {what}"));
     for (k, v) in form_urlencoded::parse(q.unwrap_or_default().as_bytes()) {
