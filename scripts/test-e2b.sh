@@ -41,7 +41,11 @@ for _ in $(seq 100); do
   [ -S "$dir/h.sock" ] && break
   sleep 0.1
 done
-E2B_API_KEY="$(HUTCH_URL="unix://$dir/h.sock" "$hutch" key create e2b-tests --e2b 2>/dev/null)"
+if ! E2B_API_KEY="$(HUTCH_URL="unix://$dir/h.sock" "$hutch" key create e2b-tests --e2b 2>"$dir/key.err")"; then
+  echo "test-e2b: cannot make an API key:" >&2
+  cat "$dir/key.err" "$dir/daemon.log" >&2
+  exit 1
+fi
 export E2B_API_KEY
 export E2B_API_URL="http://127.0.0.1:$port"
 export E2B_SANDBOX_URL="http://127.0.0.1:$port"

@@ -99,7 +99,8 @@ def test_pty_session_with_input_and_resize(sandbox):
     # the first size is taken before the resize: the shell waits for the go file
     sandbox.pty.send_stdin(
         h.pid,
-        b"echo $((6*7)); stty size > first; until [ -e go ]; do sleep 0.1; done; stty size; tty; exit 0\n",
+        b"echo $((6*7)); stty size > f && mv f first; until [ -e go ]; do sleep 0.1; done; "
+        b"stty size; tty; exit 0\n",
     )
     deadline = time.time() + 10
     while not sandbox.files.exists("first") and time.time() < deadline:
