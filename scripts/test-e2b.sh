@@ -27,8 +27,9 @@ fi
 
 dir="$(mktemp -d)"
 port="${HUTCH_E2B_PORT:-$((20000 + RANDOM % 20000))}"
+# a short idle timeout: E2B sandboxes must live to their own timeout regardless
 "$hutch" serve --socket "$dir/h.sock" --state-dir "$dir/state" --db "$dir/h.db" \
-  --e2b "127.0.0.1:$port" --log-format text 2>"$dir/daemon.log" &
+  --e2b "127.0.0.1:$port" --idle-timeout 2s --log-format text 2>"$dir/daemon.log" &
 daemon=$!
 cleanup() {
   kill -TERM "$daemon" 2>/dev/null || true

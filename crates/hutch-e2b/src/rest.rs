@@ -182,6 +182,7 @@ async fn create(
         ..Default::default()
     };
     let view = s.daemon.create(create, &caller).await?;
+    s.hold(&*s.daemon.live_for(&view.id, &caller)?);
     if let Some(ctx) = view.contexts.iter().flatten().find(|c| c.language == "python") {
         crate::interpreter::set_default_context(&s, &view.id, "python", &ctx.context_id);
     }
@@ -230,8 +231,7 @@ async fn kill(
 ) -> Result<StatusCode, E2bError> {
     let sb = find(&s, &id, &caller)?;
     s.daemon.delete(&sb.row.id, &caller).await?;
-    s.watchers.forget_sandbox(&sb.row.id);
-    crate::interpreter::forget_sandbox(&s, &sb.row.id);
+    s.forget(&sb.row.id);
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -255,6 +255,7 @@ async fn connect(
     if sb.row.expires_at.is_some_and(|at| at < until) {
         s.daemon.set_ttl(&sb.row.id, timeout, &caller)?;
     }
+    s.hold(&*s.daemon.live_for(&sb.row.id, &caller)?);
     let sb = find(&s, &id, &caller)?;
     Ok((StatusCode::OK, Json(sb.sandbox_json())).into_response())
 }

@@ -83,6 +83,15 @@ def test_expires_at_its_timeout(test_id):
     assert not sbx.is_running()
 
 
+def test_an_idle_sandbox_lives_until_its_timeout(sandbox):
+    # the test daemon's --idle-timeout is 2 s
+    import time
+
+    time.sleep(4)
+    assert sandbox.is_running()
+    assert sandbox.commands.run("echo still here").stdout == "still here\n"
+
+
 def test_unknown_template_is_a_clear_error():
     with pytest.raises(SandboxException, match="template 'no-such-template' not found"):
         Sandbox.create(template="no-such-template")
