@@ -125,26 +125,92 @@ struct ExecuteRequest {
     env_vars: Option<BTreeMap<String, String>>,
 }
 
-/// The context a run goes to: the one named, else the sandbox's default for the language
-/// (started on first use).
-async fn resolve_context(s: &E2b, t: &Target, req: &ExecuteRequest) -> Result<String, E2bError> {
+/// The context a run goes to, and its language: the one named, else the sandbox's default for
+/// the language (started on first use).
+async fn resolve_context(
+    s: &E2b,
+    t: &Target,
+    req: &ExecuteRequest,
+) -> Result<(String, String), E2bError> {
     if let Some(cid) = &req.context_id {
         if req.language.is_some() {
             return Err(E2bError::BadRequest(
                 "give either context_id or language, not both".into(),
             ));
         }
-        return Ok(cid.clone());
+        let lang = contexts(t).await?.into_iter().find(|c| &c.context_id == cid);
+        let lang = lang.map(|c| c.language).unwrap_or_default();
+        return Ok((cid.clone(), lang));
     }
     let lang = runner_language(req.language.as_deref().unwrap_or("python"))?;
     if let Some(cid) = default_context(s, t.id(), lang) {
         if contexts(t).await?.iter().any(|c| c.context_id == cid) {
-            return Ok(cid);
+            return Ok((cid, lang.into()));
         }
     }
     let c = create_context(t, lang, None).await?;
     set_default_context(s, t.id(), lang, &c.context_id);
-    Ok(c.context_id)
+    Ok((c.context_id, lang.into()))
+}
+
+/// Snippets that set environment variables for one execution and then put back what was there
+/// (the upstream interpreter does the same around the user's code). Each is one more run of the
+/// context, so the execution count goes up by three.
+fn env_snippets(lang: &str, env: &BTreeMap<String, String>) -> Result<(String, String), E2bError> {
+    for k in env.keys() {
+        let ok = k.bytes().next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+            && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !ok {
+            return Err(E2bError::BadRequest(format!("environment variable name {k:?}")));
+        }
+    }
+    let json = serde_json::to_string(env).unwrap_or_else(|_| "{}".into());
+    // a JSON string literal is a valid Python and JavaScript string literal
+    let lit = serde_json::to_string(&json).unwrap_or_else(|_| "\"{}\"".into());
+    match lang {
+        "python" => Ok((
+            format!(
+                "import os as _hutch_os, json as _hutch_json\n\
+                 _hutch_env = _hutch_json.loads({lit})\n\
+                 _hutch_env_saved = {{k: _hutch_os.environ.get(k) for k in _hutch_env}}\n\
+                 _hutch_os.environ.update(_hutch_env)\n\
+                 del _hutch_env"
+            ),
+            "for _hutch_k, _hutch_v in _hutch_env_saved.items():\n    \
+             if _hutch_v is None: _hutch_os.environ.pop(_hutch_k, None)\n    \
+             else: _hutch_os.environ[_hutch_k] = _hutch_v\n\
+             del _hutch_env_saved, _hutch_k, _hutch_v, _hutch_os, _hutch_json"
+                .into(),
+        )),
+        "javascript" => Ok((
+            format!(
+                "globalThis.__hutchEnvSaved = {{}};\n\
+                 for (const [k, v] of Object.entries(JSON.parse({lit}))) \
+                 {{ __hutchEnvSaved[k] = process.env[k]; process.env[k] = v; }}"
+            ),
+            "for (const [k, v] of Object.entries(globalThis.__hutchEnvSaved)) \
+             { if (v === undefined) delete process.env[k]; else process.env[k] = v; }\n\
+             delete globalThis.__hutchEnvSaved;"
+                .into(),
+        )),
+        "bash" => {
+            let quote = |v: &str| format!("'{}'", v.replace('\'', "'\\''"));
+            let (mut set, mut restore) = (String::new(), String::new());
+            for (k, v) in env {
+                set.push_str(&format!(
+                    "if [ -n \"${{{k}+x}}\" ]; then __hutch_had_{k}=1; __hutch_old_{k}=\"${k}\"; \
+                     else __hutch_had_{k}=; fi; export {k}={}\n",
+                    quote(v)
+                ));
+                restore.push_str(&format!(
+                    "if [ -n \"$__hutch_had_{k}\" ]; then export {k}=\"$__hutch_old_{k}\"; \
+                     else unset {k}; fi; unset __hutch_had_{k} __hutch_old_{k}\n"
+                ));
+            }
+            Ok((set, restore))
+        }
+        other => Err(E2bError::unimplemented(&format!("env_vars in a {other} context"))),
+    }
 }
 
 /// A MIME bundle as the interpreter's `result` message.
@@ -266,12 +332,16 @@ async fn execute(State(s): S, Extension(t): Extension<Target>, body: Bytes) -> R
         Ok(r) => r,
         Err(e) => return plain(StatusCode::BAD_REQUEST, format!("invalid request: {e}")),
     };
-    if req.env_vars.as_ref().is_some_and(|e| !e.is_empty()) {
-        return err_text(E2bError::unimplemented("env_vars for one execution"));
-    }
-    let cid = match resolve_context(&s, &t, &req).await {
+    let (cid, lang) = match resolve_context(&s, &t, &req).await {
         Ok(c) => c,
         Err(e) => return err_text(e),
+    };
+    let env = match req.env_vars.as_ref().filter(|e| !e.is_empty()) {
+        Some(e) => match env_snippets(&lang, e) {
+            Ok(pair) => Some(pair),
+            Err(e) => return err_text(e),
+        },
+        None => None,
     };
     let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
     let (d, live, code) = (s.daemon.clone(), t.live.clone(), req.code);
@@ -302,7 +372,24 @@ async fn execute(State(s): S, Extension(t): Extension<Target>, body: Bytes) -> R
                 let _ = sink_tx.send(line(&v));
             }
         };
-        let out = ctx.run_code(&cid, &code, None, u64::MAX, &mut sink).await;
+        let mut quiet = |_: &RunEvent| {};
+        let setup = match &env {
+            Some((set, _)) => {
+                ctx.run_code(&cid, set, None, 1 << 16, &mut quiet).await.map(|o| o.error)
+            }
+            None => Ok(None),
+        };
+        let out = match setup {
+            Ok(None) => ctx.run_code(&cid, &code, None, u64::MAX, &mut sink).await,
+            Ok(Some(e)) => Err(hutch_core::SandboxError::InvalidSpec(format!(
+                "setting env_vars failed: {}: {}",
+                e.name, e.value
+            ))),
+            Err(e) => Err(e),
+        };
+        if let Some((_, restore)) = &env {
+            let _ = ctx.run_code(&cid, restore, None, 1 << 16, &mut quiet).await;
+        }
         for v in lines.lock().unwrap_or_else(|p| p.into_inner()).flush() {
             let _ = tx.send(line(&v));
         }
@@ -420,6 +507,18 @@ mod tests {
         assert_eq!(texts(l.push(&RunEvent::Stderr(b"e\n".to_vec()))), ["stdout:b", "stderr:e\n"]);
         assert!(l.push(&RunEvent::Stdout(b"tail".to_vec())).is_empty());
         assert_eq!(texts(l.flush()), ["stdout:tail"]);
+    }
+
+    #[test]
+    fn env_snippets_quote_values_and_refuse_bad_names() {
+        let env = BTreeMap::from([("A".to_string(), "it's \"x\"\n".to_string())]);
+        let (set, restore) = env_snippets("bash", &env).expect("bash");
+        assert!(set.contains("export A='it'\\''s \"x\"\n'"), "{set}");
+        assert!(restore.contains("unset A"), "{restore}");
+        let (set, _) = env_snippets("python", &env).expect("python");
+        assert!(set.contains(r#"loads("{\"A\":\"it's \\\"x\\\"\\n\"}")"#), "{set}");
+        let bad = BTreeMap::from([("A;rm".to_string(), String::new())]);
+        assert!(env_snippets("python", &bad).is_err());
     }
 
     #[test]

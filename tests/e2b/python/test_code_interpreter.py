@@ -54,6 +54,15 @@ def test_javascript(ci):
     assert ci.run_code("1 + 2", language="js").text == "3"
 
 
+def test_env_vars_for_one_execution(ci):
+    code = "import os\nprint(os.environ.get('MY_VAR'))"
+    assert ci.run_code(code, envs={"MY_VAR": "it's \"set\""}).logs.stdout == ["it's \"set\"\n"]
+    assert ci.run_code(code).logs.stdout == ["None\n"]
+    js = ci.create_code_context(language="js")
+    assert ci.run_code("process.env.MY_VAR", context=js, envs={"MY_VAR": "js"}).text == "'js'"
+    assert ci.run_code("process.env.MY_VAR === undefined", context=js).text == "true"
+
+
 def test_unsupported_language_names_itself(ci):
     from e2b.exceptions import SandboxException
 
