@@ -107,14 +107,23 @@ struct PathRequest {
     watcher_id: String,
 }
 
-fn parse(headers: &HeaderMap, body: &[u8]) -> Result<PathRequest, E2bError> {
-    check_user(headers)?;
-    connect::parse(body)
+/// A unary filesystem call's message, from a user hutch runs as (else a Connect error).
+pub struct Call(PathRequest);
+
+impl<S: Send + Sync> axum::extract::FromRequest<S> for Call {
+    type Rejection = Response;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Response> {
+        check_user(req.headers()).map_err(E2bError::rpc)?;
+        let body = Bytes::from_request(req, state)
+            .await
+            .map_err(|e| E2bError::BadRequest(format!("reading the request: {e}")).rpc())?;
+        connect::parse(&body).map(Call).map_err(E2bError::rpc)
+    }
 }
 
-pub async fn stat(Extension(t): Extension<Target>, h: HeaderMap, body: Bytes) -> Rpc<Json<Value>> {
+pub async fn stat(Extension(t): Extension<Target>, Call(req): Call) -> Rpc<Json<Value>> {
     Rpc(async {
-        let req = parse(&h, &body)?;
         let sb = t.open().await?;
         let st = sb.stat(&req.path).await.map_err(|e| fs_err(e, "stat"))?;
         Ok(Json(json!({ "entry": entry(&st) })))
@@ -149,13 +158,8 @@ async fn walk(
     Ok(out)
 }
 
-pub async fn list_dir(
-    Extension(t): Extension<Target>,
-    h: HeaderMap,
-    body: Bytes,
-) -> Rpc<Json<Value>> {
+pub async fn list_dir(Extension(t): Extension<Target>, Call(req): Call) -> Rpc<Json<Value>> {
     Rpc(async {
-        let req = parse(&h, &body)?;
         let depth = req.depth.unwrap_or(1).max(1);
         let sb = t.open().await?;
         let st = sb.stat(&req.path).await.map_err(|e| fs_err(e, "list"))?;
@@ -170,13 +174,8 @@ pub async fn list_dir(
     .await)
 }
 
-pub async fn make_dir(
-    Extension(t): Extension<Target>,
-    h: HeaderMap,
-    body: Bytes,
-) -> Rpc<Json<Value>> {
+pub async fn make_dir(Extension(t): Extension<Target>, Call(req): Call) -> Rpc<Json<Value>> {
     Rpc(async {
-        let req = parse(&h, &body)?;
         let sb = t.open().await?;
         if let Ok(st) = sb.stat(&req.path).await {
             return Err(if st.kind == FileKind::Dir {
@@ -192,13 +191,8 @@ pub async fn make_dir(
     .await)
 }
 
-pub async fn remove(
-    Extension(t): Extension<Target>,
-    h: HeaderMap,
-    body: Bytes,
-) -> Rpc<Json<Value>> {
+pub async fn remove(Extension(t): Extension<Target>, Call(req): Call) -> Rpc<Json<Value>> {
     Rpc(async {
-        let req = parse(&h, &body)?;
         let sb = t.open().await?;
         match sb.remove(&req.path, true).await {
             Err(e) if e.kind() == hutch_core::ErrorKind::NotFound => {}
@@ -209,13 +203,8 @@ pub async fn remove(
     .await)
 }
 
-pub async fn rename(
-    Extension(t): Extension<Target>,
-    h: HeaderMap,
-    body: Bytes,
-) -> Rpc<Json<Value>> {
+pub async fn rename(Extension(t): Extension<Target>, Call(req): Call) -> Rpc<Json<Value>> {
     Rpc(async {
-        let req = parse(&h, &body)?;
         let sb = t.open().await?;
         sb.stat(&req.source).await.map_err(|e| fs_err(e, "move"))?;
         if let Some((parent, _)) = req.destination.trim_end_matches('/').rsplit_once('/') {
