@@ -395,38 +395,30 @@ fn watcher_not_found(id: &str) -> E2bError {
 pub async fn watcher_events(
     State(s): State<Arc<E2b>>,
     Extension(t): Extension<Target>,
-    body: Bytes,
+    Call(req): Call,
 ) -> Rpc<Json<Value>> {
-    Rpc((|| {
-        let req: PathRequest = connect::parse(&body)?;
-        let map = s.watchers.lock();
-        let w = map
-            .get(&req.watcher_id)
-            .filter(|w| w.sandbox == t.id())
-            .ok_or_else(|| watcher_not_found(&req.watcher_id))?;
-        let events: Vec<Value> =
-            w.events.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect();
-        Ok(Json(json!({ "events": events })))
-    })())
+    let map = s.watchers.lock();
+    let Some(w) = map.get(&req.watcher_id).filter(|w| w.sandbox == t.id()) else {
+        return Rpc(Err(watcher_not_found(&req.watcher_id)));
+    };
+    let events: Vec<Value> = w.events.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect();
+    Rpc(Ok(Json(json!({ "events": events }))))
 }
 
 pub async fn remove_watcher(
     State(s): State<Arc<E2b>>,
     Extension(t): Extension<Target>,
-    body: Bytes,
+    Call(req): Call,
 ) -> Rpc<Json<Value>> {
-    Rpc((|| {
-        let req: PathRequest = connect::parse(&body)?;
-        let mut map = s.watchers.lock();
-        match map.get(&req.watcher_id) {
-            Some(w) if w.sandbox == t.id() => {
-                w.task.abort();
-                map.remove(&req.watcher_id);
-                Ok(Json(json!({})))
-            }
-            _ => Err(watcher_not_found(&req.watcher_id)),
+    let mut map = s.watchers.lock();
+    Rpc(match map.get(&req.watcher_id) {
+        Some(w) if w.sandbox == t.id() => {
+            w.task.abort();
+            map.remove(&req.watcher_id);
+            Ok(Json(json!({})))
         }
-    })())
+        _ => Err(watcher_not_found(&req.watcher_id)),
+    })
 }
 
 /// `WatchDir`: a stream of `start`, then `filesystem` events and keepalives, until the client
