@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: unit tests, the guest agent through the process backend, the CLI, the
-# conformance suite on crun and runc (needs root), and the benchmark smoke run.
+# conformance suite on crun and runc (needs root), the stock E2B SDKs against the E2B-compatible
+# API, and the benchmark smoke run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
@@ -41,6 +42,9 @@ case "$target" in /*) HUTCH_BIN="$target/debug/hutch" ;; esac
 bash sdk/python/run_tests.sh -q 2>&1 | tee -a "$log"
 HUTCH_REQUIRE_LIVE=1 bash sdk/typescript/run_tests.sh 2>&1 | tee -a "$log"
 bash scripts/run-examples.sh
+
+echo "== the stock E2B SDKs (PyPI e2b, e2b-code-interpreter; npm e2b) against hutch serve --e2b" >&2
+bash scripts/test-e2b.sh all 2>&1 | tee -a "$log"
 
 echo "== benchmark smoke run" >&2
 cargo build --quiet -p hutch-cli

@@ -249,6 +249,14 @@ impl ProcessControl for AgentControl {
             (other, _) => Err(unexpected(&other)),
         }
     }
+
+    async fn resize(&self, size: hutch_proto::PtySize) -> Result<(), SandboxError> {
+        let req = Request::PtyResize { id: self.client.next_id(), exec_id: self.id, size };
+        match self.client.call(req, &[]).await? {
+            (Response::Ok { .. }, _) => Ok(()),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
 }
 
 #[async_trait]

@@ -189,6 +189,7 @@ impl Context {
             cwd: c(&self.cwd)?,
             pipe_stdin: false,
             extra_fds: vec![(3, req_r.as_raw_fd()), (4, ev_w.as_raw_fd())],
+            pty: None,
         };
         // After a fork bomb the process limit may stay exhausted for a moment: retry briefly.
         let mut tries = 0;

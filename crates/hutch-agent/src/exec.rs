@@ -65,6 +65,7 @@ pub fn prepare(
             cwd: cstr(&cwd)?,
             pipe_stdin: req.stdin != StdinMode::Null,
             extra_fds: Vec::new(),
+            pty: req.pty,
         },
         stdin_mode: req.stdin,
     })

@@ -209,6 +209,8 @@ pub fn handle(req: Request, body: Vec<u8>, workdir: &str) -> Reply {
                 mode: m.mode() & 0o7777,
                 mtime: m.mtime(),
                 symlink_target,
+                uid: Some(m.uid()),
+                gid: Some(m.gid()),
             };
             Ok((Response::StatOk { id, stat }, Vec::new()))
         }

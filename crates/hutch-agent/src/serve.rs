@@ -41,6 +41,8 @@ pub struct Agent {
 struct RunningExec {
     sid: i32,
     stdin: Option<Sender<Vec<u8>>>,
+    /// The master of its terminal, for an exec started with `pty`.
+    terminal: Option<std::os::fd::OwnedFd>,
 }
 
 impl Agent {
@@ -167,6 +169,7 @@ pub fn serve(agent: Arc<Agent>, stream: UnixStream) {
                             "stdin".into(),
                             "reset".into(),
                             "contexts".into(),
+                            "pty".into(),
                         ],
                         uptime_us: agent.started.elapsed().as_micros() as u64,
                     },
@@ -256,7 +259,10 @@ pub fn serve(agent: Arc<Agent>, stream: UnixStream) {
                         _ => exec::stdin_thread(fd, body, None),
                     }
                 }
-                running.insert(id, RunningExec { sid: spawned.pid, stdin: stdin_tx });
+                running.insert(
+                    id,
+                    RunningExec { sid: spawned.pid, stdin: stdin_tx, terminal: spawned.terminal },
+                );
                 let (w, done) = (writer.clone(), done_tx.clone());
                 let timeout = req.timeout_ms.map(Duration::from_millis);
                 let limit = req.output_limit;
@@ -295,6 +301,26 @@ pub fn serve(agent: Arc<Agent>, stream: UnixStream) {
             Request::StdinClose { id } => {
                 if let Some(r) = running.get_mut(&id) {
                     r.stdin = None;
+                }
+            }
+            Request::PtyResize { id, exec_id, size } => {
+                match running.get(&exec_id).map(|r| r.terminal.as_ref()) {
+                    Some(Some(t)) => match sys::set_pty_size(t, size) {
+                        Ok(()) => {
+                            writer.send(&Response::Ok { id }, &[]);
+                        }
+                        Err(e) => writer.error(id, ErrorCode::Io, format!("resize: {e}")),
+                    },
+                    Some(None) => writer.error(
+                        id,
+                        ErrorCode::InvalidRequest,
+                        format!("exec {exec_id} has no terminal"),
+                    ),
+                    None => writer.error(
+                        id,
+                        ErrorCode::NoSuchProcess,
+                        format!("no running exec {exec_id}"),
+                    ),
                 }
             }
             Request::Signal { id, exec_id, signal } => match running.get(&exec_id) {

@@ -60,6 +60,38 @@ pub struct SpawnSpec {
     /// More descriptors for the child: `(fd in the child, fd in the agent)`. The agent's fds
     /// must be >= 10 (see [`high_fd`]) so that placing them cannot clobber one another.
     pub extra_fds: Vec<(i32, RawFd)>,
+    /// Run on a new pseudo-terminal of this size instead of pipes.
+    pub pty: Option<hutch_proto::PtySize>,
+}
+
+/// A new pseudo-terminal (master, slave), both close-on-exec.
+fn open_pty(size: hutch_proto::PtySize) -> io::Result<(OwnedFd, OwnedFd)> {
+    let (mut m, mut s) = (-1, -1);
+    let ws = libc::winsize { ws_row: size.rows, ws_col: size.cols, ws_xpixel: 0, ws_ypixel: 0 };
+    // SAFETY: m and s are writable ints; name and termios may be null; ws is a valid winsize.
+    cvt(unsafe { libc::openpty(&mut m, &mut s, std::ptr::null_mut(), std::ptr::null(), &ws) })?;
+    // SAFETY: openpty succeeded, so both fds are fresh and owned by us alone.
+    let (m, s) = unsafe { (OwnedFd::from_raw_fd(m), OwnedFd::from_raw_fd(s)) };
+    for fd in [&m, &s] {
+        // SAFETY: F_SETFD on an fd we own.
+        cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) })?;
+    }
+    Ok((m, s))
+}
+
+/// A close-on-exec duplicate of an fd.
+fn dup(fd: &OwnedFd) -> io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC on an fd we own returns a new fd we then own.
+    let n = cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) })?;
+    // SAFETY: n is a fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(n) })
+}
+
+/// Sets the size of the terminal whose master is `fd`; its session gets SIGWINCH.
+pub fn set_pty_size(fd: &OwnedFd, size: hutch_proto::PtySize) -> io::Result<()> {
+    let ws = libc::winsize { ws_row: size.rows, ws_col: size.cols, ws_xpixel: 0, ws_ypixel: 0 };
+    // SAFETY: TIOCSWINSZ reads a winsize from the valid pointer given.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCSWINSZ, &ws) }).map(|_| ())
 }
 
 /// Moves an fd to a number >= 10 (close-on-exec), for [`SpawnSpec::extra_fds`].
@@ -81,6 +113,8 @@ pub struct Spawned {
     pub stdin: Option<OwnedFd>,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
+    /// The terminal's master, for resizing (with `pty`).
+    pub terminal: Option<OwnedFd>,
 }
 
 #[derive(Debug)]
@@ -98,7 +132,9 @@ pub enum SpawnError {
 /// The returned pid must be reaped by [`crate::reaper`]: the child may already have exited.
 pub fn spawn(spec: &SpawnSpec) -> Result<Spawned, SpawnError> {
     let setup = SpawnError::Setup;
-    let (in_r, in_w) = if spec.pipe_stdin {
+    let pty = spec.pty.map(open_pty).transpose().map_err(setup)?;
+    let slave_fd = pty.as_ref().map(|(_, s)| s.as_raw_fd()).unwrap_or(-1);
+    let (in_r, in_w) = if spec.pipe_stdin && pty.is_none() {
         let (r, w) = pipe().map_err(setup)?;
         (Some(r), Some(w))
     } else {
@@ -135,14 +171,25 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Spawned, SpawnError> {
                 libc::_exit(127);
             };
             libc::setsid();
-            let stdin_fd =
-                if in_fd >= 0 { in_fd } else { libc::open(devnull.as_ptr(), libc::O_RDONLY) };
-            if stdin_fd < 0
-                || libc::dup2(stdin_fd, 0) < 0
-                || libc::dup2(out_fd, 1) < 0
-                || libc::dup2(err_fd, 2) < 0
-            {
-                report(3);
+            if slave_fd >= 0 {
+                // the terminal becomes the session's controlling terminal and its stdio
+                if libc::ioctl(slave_fd, libc::TIOCSCTTY, 0) < 0
+                    || libc::dup2(slave_fd, 0) < 0
+                    || libc::dup2(slave_fd, 1) < 0
+                    || libc::dup2(slave_fd, 2) < 0
+                {
+                    report(3);
+                }
+            } else {
+                let stdin_fd =
+                    if in_fd >= 0 { in_fd } else { libc::open(devnull.as_ptr(), libc::O_RDONLY) };
+                if stdin_fd < 0
+                    || libc::dup2(stdin_fd, 0) < 0
+                    || libc::dup2(out_fd, 1) < 0
+                    || libc::dup2(err_fd, 2) < 0
+                {
+                    report(3);
+                }
             }
             for &(target, from) in &spec.extra_fds {
                 if libc::dup2(from, target) < 0 {
@@ -196,7 +243,22 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Spawned, SpawnError> {
             _ => SpawnError::Setup(e),
         });
     }
-    Ok(Spawned { pid, stdin: in_w, stdout: out_r, stderr: err_r })
+    match pty {
+        // output comes from the master; the pipes, unused by the child, just end
+        Some((master, slave)) => {
+            drop(slave);
+            let stdin = dup(&master).map_err(SpawnError::Setup)?;
+            let terminal = dup(&master).map_err(SpawnError::Setup)?;
+            Ok(Spawned {
+                pid,
+                stdin: Some(stdin),
+                stdout: master,
+                stderr: err_r,
+                terminal: Some(terminal),
+            })
+        }
+        None => Ok(Spawned { pid, stdin: in_w, stdout: out_r, stderr: err_r, terminal: None }),
+    }
 }
 
 /// Blocking `waitpid(-1)`. `Ok(None)` means there are no children right now.

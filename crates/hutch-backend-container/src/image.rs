@@ -11,7 +11,7 @@ use std::time::SystemTime;
 use crate::ContainerError;
 
 /// Bumped when the skeleton layout changes, so old copies are not reused.
-const HOST_IMAGE_VERSION: u32 = 2;
+const HOST_IMAGE_VERSION: u32 = 3;
 
 /// Top-level host directories that hold programs and libraries.
 pub const HOST_DIRS: [&str; 7] = ["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"];
@@ -109,6 +109,7 @@ fn build_host(dir: &Path) -> Result<(), ContainerError> {
         "etc",
         "workspace",
         "home",
+        "home/user",
         "root",
         "run",
         "var",
@@ -136,9 +137,9 @@ fn build_host(dir: &Path) -> Result<(), ContainerError> {
     let files: [(&str, &str); 6] = [
         (
             "passwd",
-            "root:x:0:0:root:/root:/bin/sh\nsandbox:x:1000:1000:hutch sandbox:/workspace:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+            "root:x:0:0:root:/root:/bin/sh\nsandbox:x:1000:1000:hutch sandbox:/workspace:/bin/bash\nuser:x:1001:1001:e2b-compatible sandbox user:/home/user:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
         ),
-        ("group", "root:x:0:\ntty:x:5:\nsandbox:x:1000:\nnogroup:x:65534:\n"),
+        ("group", "root:x:0:\ntty:x:5:\nsandbox:x:1000:\nuser:x:1001:\nnogroup:x:65534:\n"),
         ("hosts", "127.0.0.1\tlocalhost hutch\n::1\tlocalhost ip6-localhost ip6-loopback\n"),
         ("hostname", "hutch\n"),
         ("resolv.conf", "# hutch sandboxes have no network\n"),

@@ -62,3 +62,54 @@ async fn files_relative_to_the_workdir() {
     assert!(sb.stat("sub").await.is_err());
     sb.destroy().await.expect("destroy");
 }
+
+/// Output of a process until it exits, and its exit code.
+async fn collect(p: &mut Box<dyn hutch_core::Process>) -> (String, Option<i32>) {
+    let mut out = Vec::new();
+    loop {
+        match p.next_event().await.expect("event") {
+            hutch_core::OutputEvent::Stdout(d) | hutch_core::OutputEvent::Stderr(d) => {
+                out.extend(d)
+            }
+            hutch_core::OutputEvent::Exited(st) => {
+                return (String::from_utf8_lossy(&out).into_owned(), st.exit_code)
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn terminal_exec_with_input_and_resize() {
+    let sb = sandbox().await;
+    let mut req = ExecRequest::argv(["/bin/sh"]);
+    req.stdin = StdinMode::Stream;
+    req.pty = Some(hutch_core::PtySize { rows: 24, cols: 80 });
+    let mut p = sb.spawn(req, Vec::new()).await.expect("spawn on a terminal");
+    let ctl = p.control();
+    ctl.write_stdin(b"test -t 0 && test -t 1 && echo on-a-tty; stty size\n").await.expect("input");
+    // the size is read once the shell has run the line
+    let mut first = Vec::new();
+    while !String::from_utf8_lossy(&first).contains("24 80") {
+        match p.next_event().await.expect("event") {
+            hutch_core::OutputEvent::Stdout(d) => first.extend(d),
+            other => panic!("{other:?} before the size: {}", String::from_utf8_lossy(&first)),
+        }
+    }
+    assert!(String::from_utf8_lossy(&first).contains("on-a-tty"));
+    ctl.resize(hutch_core::PtySize { rows: 50, cols: 132 }).await.expect("resize");
+    ctl.write_stdin(b"stty size; exit 3\n").await.expect("input");
+    let (out, code) = collect(&mut p).await;
+    assert_eq!(code, Some(3), "{out}");
+    assert!(out.contains("50 132"), "{out}");
+
+    // a command without a terminal cannot be resized
+    let mut req = ExecRequest::argv(["cat"]);
+    req.stdin = StdinMode::Stream;
+    let mut p = sb.spawn(req, Vec::new()).await.expect("spawn");
+    let ctl = p.control();
+    let e = ctl.resize(hutch_core::PtySize { rows: 1, cols: 1 }).await.expect_err("no terminal");
+    assert!(e.to_string().contains("no terminal"), "{e}");
+    ctl.close_stdin().await.expect("close");
+    assert_eq!(collect(&mut p).await.1, Some(0));
+    sb.destroy().await.expect("destroy");
+}

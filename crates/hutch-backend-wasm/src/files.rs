@@ -212,6 +212,8 @@ impl Workspace {
             mode: md.permissions().mode() & 0o7777,
             mtime: md.mtime(),
             symlink_target,
+            uid: Some(md.uid()),
+            gid: Some(md.gid()),
         })
     }
 }
@@ -298,6 +300,8 @@ impl FileOps for WorkspaceFiles {
                 mode: md.permissions().mode() & 0o7777,
                 mtime: md.mtime(),
                 symlink_target: None,
+                uid: Some(md.uid()),
+                gid: Some(md.gid()),
             });
         }
         self.ws.confined(path, &rel, false)?;

@@ -335,6 +335,9 @@ enum KeyCmd {
         /// Requests per minute at most
         #[arg(long, value_name = "N")]
         rate: Option<u32>,
+        /// Make the secret look like an E2B key (e2b_<hex>), for the E2B SDKs
+        #[arg(long)]
+        e2b: bool,
     },
     /// List API keys (never their secrets)
     Ls,
@@ -1229,12 +1232,13 @@ async fn key(a: KeyArgs) -> Outcome {
     let c = client(&a.common)?;
     let json = a.common.json;
     match a.cmd {
-        KeyCmd::Create { name, admin, max_sandboxes, rate } => {
+        KeyCmd::Create { name, admin, max_sandboxes, rate, e2b } => {
             let body = json!({
                 "name": name,
                 "admin": admin,
                 "max_sandboxes": max_sandboxes,
                 "rate_per_minute": rate,
+                "format": if e2b { "e2b" } else { "hutch" },
             });
             let v: Value = parse(&success(c.post_json("/v1/keys", &body).await?)?)?;
             if json {

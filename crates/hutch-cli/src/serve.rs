@@ -33,6 +33,10 @@ pub struct ServeArgs {
     /// Also serve on TCP (every request then needs an API key), e.g. 127.0.0.1:7070
     #[arg(long, env = "HUTCH_TCP")]
     pub tcp: Option<SocketAddr>,
+    /// Also serve the E2B-compatible API (REST and sandbox traffic on one port, API keys
+    /// required; see docs/e2b.md), e.g. 127.0.0.1:3000
+    #[arg(long, env = "HUTCH_E2B")]
+    pub e2b: Option<SocketAddr>,
     /// Bundles and runtime state
     #[arg(long, env = "HUTCH_STATE_DIR", default_value = "/run/hutch")]
     pub state_dir: PathBuf,
@@ -105,13 +109,18 @@ pub async fn serve(a: ServeArgs) -> ExitCode {
             return ExitCode::from(crate::exit::USAGE);
         }
     };
-    let listen = Listen { socket: Some(a.socket.clone()), tcp: a.tcp };
+    let mut extra: Vec<(SocketAddr, hutch_server::serve::ExtraRouter)> = Vec::new();
+    if let Some(addr) = a.e2b {
+        extra.push((addr, Box::new(hutch_e2b::router)));
+    }
+    let listen = Listen { socket: Some(a.socket.clone()), tcp: a.tcp, extra };
     let result = run(cfg, listen, |d| {
         let (ok, bad) = d.backend_names();
         eprintln!(
             "hutch: serving on {}{} (backends: {}{})",
             a.socket.display(),
-            a.tcp.map(|t| format!(" and http://{t}")).unwrap_or_default(),
+            a.tcp.map(|t| format!(" and http://{t}")).unwrap_or_default()
+                + &a.e2b.map(|t| format!(", E2B API on http://{t}")).unwrap_or_default(),
             ok.join(", "),
             if bad.is_empty() {
                 String::new()

@@ -475,17 +475,20 @@ pub async fn host_files_are_invisible(b: &dyn Backend) -> Result<()> {
                     }
                     return Ok(());
                 }
-                for dir in ["/root", "/home", "/mnt", "/opt"] {
+                // /home holds only the image's empty home of its second account (E2B's `user`)
+                for dir in ["/root", "/home/user", "/mnt", "/opt"] {
                     let r = sh(sb, &format!("ls -A {dir}")).await?;
                     ensure!(out(&r).is_empty(), "{dir} shows host content: {:?}", out(&r));
                 }
+                let r = sh(sb, "ls -A /home").await?;
+                ensure!(out(&r) == "user\n", "/home shows host content: {:?}", out(&r));
                 for path in ["/etc/shadow", "/work", "/run/hutch", "/var/lib"] {
                     let r = sh(sb, &format!("ls {path}")).await?;
                     ensure!(r.status.exit_code != Some(0), "{path} is visible: {:?}", out(&r));
                 }
                 let r = sh(sb, "cut -d: -f1 /etc/passwd | tr '\\n' ' '").await?;
                 ensure!(
-                    out(&r) == "root sandbox nobody ",
+                    out(&r) == "root sandbox user nobody ",
                     "generated /etc/passwd expected, got {:?}",
                     out(&r)
                 );

@@ -123,6 +123,10 @@ pub trait ProcessControl: Send + Sync {
     async fn write_stdin(&self, data: &[u8]) -> Result<(), SandboxError>;
     async fn close_stdin(&self) -> Result<(), SandboxError>;
     async fn signal(&self, signal: i32) -> Result<(), SandboxError>;
+    /// Resizes the terminal of a command started with `pty`.
+    async fn resize(&self, _size: hutch_proto::PtySize) -> Result<(), SandboxError> {
+        Err(SandboxError::Unsupported("resizing a terminal".into()))
+    }
 }
 
 /// A running command inside a sandbox.

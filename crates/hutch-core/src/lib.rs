@@ -27,6 +27,7 @@ pub use exec::{
     Discard, ExecCommand, ExecOutcome, ExecRequest, ExecResult, ExecStatus, OutputEvent,
     OutputSink, StdinMode,
 };
+pub use hutch_proto::PtySize;
 pub use hutch_proto::{
     DirEntry, ErrorCode as AgentErrorCode, FileKind, FileStat,
     PROTOCOL_VERSION as AGENT_PROTOCOL_VERSION,

@@ -46,6 +46,17 @@ pub struct ExecRequest {
     pub output_limit: u64,
     #[serde(default)]
     pub stdin: StdinMode,
+    /// Run on a pseudo-terminal of this size: stdin, stdout and stderr are the terminal (output
+    /// comes as stdout), and the command leads a session with it as controlling terminal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pty: Option<PtySize>,
+}
+
+/// A terminal's size in character cells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PtySize {
+    pub rows: u16,
+    pub cols: u16,
 }
 
 fn default_output_limit() -> u64 {
@@ -69,6 +80,7 @@ impl ExecRequest {
             timeout_ms: None,
             output_limit: default_output_limit(),
             stdin: StdinMode::Null,
+            pty: None,
         }
     }
 }
@@ -121,6 +133,11 @@ pub struct FileStat {
     pub mtime: i64,
     #[serde(default)]
     pub symlink_target: Option<String>,
+    /// Owner uid and gid (agents before these fields leave them out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gid: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -235,6 +252,12 @@ pub enum Request {
         id: u64,
         exec_id: u64,
         signal: i32,
+    },
+    /// Resize the terminal of exec `exec_id` (started with `pty`); answered with `ok`.
+    PtyResize {
+        id: u64,
+        exec_id: u64,
+        size: PtySize,
     },
     /// Write the body to `path` (truncate, or append when `append`); parents are created.
     WriteFile {
@@ -365,6 +388,7 @@ impl Request {
             | Request::Stdin { id }
             | Request::StdinClose { id }
             | Request::Signal { id, .. }
+            | Request::PtyResize { id, .. }
             | Request::WriteFile { id, .. }
             | Request::ReadFile { id, .. }
             | Request::ListDir { id, .. }

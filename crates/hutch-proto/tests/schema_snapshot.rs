@@ -41,7 +41,11 @@ fn requests() -> Vec<Request> {
         timeout_ms: Some(30_000),
         output_limit: 1 << 20,
         stdin: StdinMode::Stream,
+        pty: None,
     };
+    let mut terminal = ExecRequest::argv(["/bin/bash", "-i"]);
+    terminal.stdin = StdinMode::Stream;
+    terminal.pty = Some(PtySize { rows: 24, cols: 80 });
     let all = vec![
         Request::Hello { id: 1, protocol: 1, client: "hutch/0.1.0".into() },
         Request::Health { id: 2 },
@@ -91,6 +95,8 @@ fn requests() -> Vec<Request> {
         Request::ContextRestart { id: 18, context_id: "ctx-1".into() },
         Request::ContextDelete { id: 19, context_id: "ctx-1".into() },
         Request::ContextList { id: 20 },
+        Request::Exec { id: 21, exec: terminal },
+        Request::PtyResize { id: 22, exec_id: 21, size: PtySize { rows: 50, cols: 132 } },
         Request::Shutdown { id: 13 },
     ];
     // Exhaustiveness: a new variant must be added above (this match stops compiling otherwise).
@@ -102,6 +108,7 @@ fn requests() -> Vec<Request> {
             | Request::Stdin { .. }
             | Request::StdinClose { .. }
             | Request::Signal { .. }
+            | Request::PtyResize { .. }
             | Request::WriteFile { .. }
             | Request::ReadFile { .. }
             | Request::ListDir { .. }
@@ -151,6 +158,8 @@ fn responses() -> Vec<Response> {
                 mode: 0o777,
                 mtime: 1,
                 symlink_target: Some("b".into()),
+                uid: Some(1000),
+                gid: Some(1000),
             },
         },
         Response::ResetOk { id: 14, processes_left: 0, entries_left: 0 },

@@ -12,7 +12,7 @@ use hutch_core::{Backend, HostCapacity, Image, SandboxSpec};
 use hutch_store::{now_ms, KeyRow, ListFilter, SandboxRow, SandboxState, Store, StoreError};
 use serde_json::json;
 
-use crate::api::types::{CreateSandbox, SandboxShape, SandboxView};
+use crate::api::types::{CreateSandbox, KeyFormat, SandboxShape, SandboxView};
 use crate::config::{OnShutdown, ServerConfig};
 use crate::error::ApiError;
 use crate::live::LiveSandbox;
@@ -658,8 +658,17 @@ impl Daemon {
             None => (req.shape(), None),
         };
         let admin_shape = Caller { admin: true, ..caller.clone() };
-        let (key, spec) =
+        let (key, mut spec) =
             self.resolve_shape(&shape, if pool.is_some() { &admin_shape } else { caller })?;
+        if let Some(u) = &req.guest_user {
+            if pool.is_some() {
+                return Err(ApiError::bad_request("a pool sandbox runs as the pool's account"));
+            }
+            spec.user = hutch_core::UserSpec { uid: u.uid, gid: u.gid };
+            spec.workdir = u.home.clone();
+            spec.confine_files = false;
+            spec.validate(self.host).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        }
         self.reserve(true).await?;
         let (row, timings) = self
             .start_sandbox(
@@ -968,11 +977,16 @@ impl Daemon {
         admin: bool,
         max_sandboxes: Option<u32>,
         rate: Option<u32>,
+        format: KeyFormat,
     ) -> Result<(KeyRow, String), ApiError> {
         if name.is_empty() || name.len() > 128 {
             return Err(ApiError::bad_request("key name: 1-128 characters"));
         }
-        let secret = format!("hutch_{}", random_hex(24)?);
+        let prefix = match format {
+            KeyFormat::Hutch => "hutch",
+            KeyFormat::E2b => "e2b",
+        };
+        let secret = format!("{prefix}_{}", random_hex(24)?);
         let mut row = KeyRow::new(format!("key_{}", random_hex(6)?), name, &secret, now_ms());
         row.admin = admin;
         row.max_sandboxes = max_sandboxes;

@@ -11,7 +11,7 @@ pub mod api;
 pub mod config;
 pub mod daemon;
 pub mod error;
-mod live;
+pub mod live;
 pub mod metrics;
 mod pool;
 pub mod serve;

@@ -9,12 +9,17 @@ use crate::api::{router, Trusted};
 use crate::daemon::{Daemon, DaemonError};
 use crate::ServerConfig;
 
-#[derive(Debug, Clone)]
+/// Builds a router for an extra listener once the daemon is up.
+pub type ExtraRouter = Box<dyn FnOnce(Arc<Daemon>) -> axum::Router + Send>;
+
 pub struct Listen {
     /// Unix socket path (trusted: its file mode, 0600, is the access control).
     pub socket: Option<PathBuf>,
     /// TCP address (every request needs an API key).
     pub tcp: Option<SocketAddr>,
+    /// Further TCP listeners with their own routers (e.g. the E2B-compatible API), which do
+    /// their own authentication.
+    pub extra: Vec<(SocketAddr, ExtraRouter)>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -81,7 +86,7 @@ pub async fn run(
     listen: Listen,
     ready: impl FnOnce(&Arc<Daemon>),
 ) -> Result<(), ServeError> {
-    if listen.socket.is_none() && listen.tcp.is_none() {
+    if listen.socket.is_none() && listen.tcp.is_none() && listen.extra.is_empty() {
         return Err(ServeError::NoListener);
     }
     if let Some(p) = &listen.socket {
@@ -102,6 +107,12 @@ pub async fn run(
             .await
             .map_err(|e| ServeError::Bind(addr.to_string(), e))?;
         spawn_server(&mut servers, l, router(daemon.clone(), Trusted(false)), stop_rx.clone());
+    }
+    for (addr, make) in listen.extra {
+        let l = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| ServeError::Bind(addr.to_string(), e))?;
+        spawn_server(&mut servers, l, make(daemon.clone()), stop_rx.clone());
     }
     ready(&daemon);
     tracing::info!(socket = ?listen.socket, tcp = ?listen.tcp, "hutch daemon ready");

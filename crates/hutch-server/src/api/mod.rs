@@ -9,6 +9,8 @@ mod sandboxes;
 mod system;
 pub mod types;
 
+pub use exec::spawn_on;
+
 use std::sync::Arc;
 use std::time::Instant;
 

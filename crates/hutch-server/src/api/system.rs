@@ -49,7 +49,8 @@ pub async fn create_key(
     ApiJson(b): ApiJson<CreateKey>,
 ) -> Result<impl IntoResponse, ApiError> {
     admin(&caller)?;
-    let (row, secret) = d.create_key(&b.name, b.admin, b.max_sandboxes, b.rate_per_minute)?;
+    let (row, secret) =
+        d.create_key(&b.name, b.admin, b.max_sandboxes, b.rate_per_minute, b.format)?;
     d.audit(
         &caller,
         "create_key",

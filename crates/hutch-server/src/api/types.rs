@@ -93,6 +93,19 @@ pub struct CreateSandbox {
     /// Take a warm sandbox from this pool (the shape fields must then be left out).
     #[serde(default)]
     pub pool: Option<String>,
+    /// Another guest account than hutch's default (uid 1000 in /workspace). Not part of the
+    /// HTTP API: set by in-process front ends such as the E2B-compatible API.
+    #[serde(skip)]
+    pub guest_user: Option<GuestUser>,
+}
+
+/// A guest account a sandbox runs as: its ids and its home, which becomes the working directory
+/// (a tmpfs) and `HOME`. The file API is then bounded by the account's permissions only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestUser {
+    pub uid: u32,
+    pub gid: u32,
+    pub home: String,
 }
 
 impl CreateSandbox {
@@ -316,6 +329,18 @@ pub struct CreateKey {
     pub max_sandboxes: Option<u32>,
     #[serde(default)]
     pub rate_per_minute: Option<u32>,
+    #[serde(default)]
+    pub format: KeyFormat,
+}
+
+/// The form of a key's secret. Both work everywhere; `e2b` is for the E2B SDKs, some of which
+/// refuse keys that do not look like `e2b_<hex>`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyFormat {
+    #[default]
+    Hutch,
+    E2b,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
