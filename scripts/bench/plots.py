@@ -116,9 +116,10 @@ def rss():
 
 def throughput_vs_connections():
     # the gateway suite (the WebAssembly-vs-Docker study) writes gateway-latest.json with
-    # rows [{variant, workload, conns, rps}]; one panel per workload
+    # rows [{variant, workload, connections, rps, rss_max_mib}]; one panel per workload, and the
+    # gateway's RSS (its children included) against connections
     doc = load("gateway")
-    rows = [r for r in (doc or {}).get("rows", []) if "conns" in r and "rps" in r]
+    rows = [dict(r, conns=r["connections"]) for r in (doc or {}).get("rows", []) if "connections" in r and "rps" in r]
     if not rows:
         return
     workloads = list(dict.fromkeys(r.get("workload", "?") for r in rows))
@@ -134,6 +135,18 @@ def throughput_vs_connections():
         ax.set_title(f"gateway: {w}")
     axes[0][0].legend(fontsize=7)
     save(fig, "plot-throughput-vs-connections.png")
+    fig, axes = plt.subplots(1, len(workloads), figsize=(4.5 * len(workloads), 4), squeeze=False)
+    for ax, w in zip(axes[0], workloads):
+        for v in dict.fromkeys(r.get("variant", "?") for r in rows):
+            pts = sorted((r["conns"], r.get("rss_max_mib", 0)) for r in rows if r.get("variant") == v and r.get("workload") == w)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=v)
+        ax.set_xscale("log")
+        ax.set_xlabel("connections")
+        ax.set_ylabel("gateway RSS (max), MiB")
+        ax.set_title(f"gateway RSS: {w}")
+    axes[0][0].legend(fontsize=7)
+    save(fig, "plot-gateway-rss.png")
 
 
 for f in (cold_vs_warm, latency_vs_batch, burst, rss, throughput_vs_connections):
