@@ -10,18 +10,8 @@ target="${CARGO_TARGET_DIR:-$root/target}"
 hutch="${HUTCH_BIN:-$target/debug/hutch}"
 venv="$target/venv-sdk-python"
 dir="$(mktemp -d)"
-"$hutch" serve --socket "$dir/h.sock" --state-dir "$dir/state" --db "$dir/h.db" --log-format text 2>"$dir/daemon.log" &
-daemon=$!
-cleanup() {
-  kill -TERM "$daemon" 2>/dev/null || true
-  wait "$daemon" 2>/dev/null || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-for _ in $(seq 100); do
-  [ -S "$dir/h.sock" ] && break
-  sleep 0.1
-done
+. scripts/lib/daemon.sh
+start_daemon "$hutch" "$dir"
 export HUTCH_URL="unix://$dir/h.sock"
 examples=(one_shot files streaming agent_loop pool)
 passed=0

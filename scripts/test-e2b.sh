@@ -28,20 +28,11 @@ fi
 dir="$(mktemp -d)"
 port="${HUTCH_E2B_PORT:-$((20000 + RANDOM % 20000))}"
 # a short idle timeout: E2B sandboxes must live to their own timeout regardless
-"$hutch" serve --socket "$dir/h.sock" --state-dir "$dir/state" --db "$dir/h.db" \
-  --e2b "127.0.0.1:$port" --idle-timeout 2s --log-format text 2>"$dir/daemon.log" &
-daemon=$!
-cleanup() {
-  kill -TERM "$daemon" 2>/dev/null || true
-  wait "$daemon" 2>/dev/null || true
+on_daemon_exit() {
   if [ -n "${HUTCH_E2B_KEEP_LOG:-}" ]; then cp "$dir/daemon.log" "$HUTCH_E2B_KEEP_LOG"; fi
-  rm -rf "$dir"
 }
-trap cleanup EXIT
-for _ in $(seq 100); do
-  [ -S "$dir/h.sock" ] && break
-  sleep 0.1
-done
+. scripts/lib/daemon.sh
+start_daemon "$hutch" "$dir" --e2b "127.0.0.1:$port" --idle-timeout 2s
 if ! E2B_API_KEY="$(HUTCH_URL="unix://$dir/h.sock" "$hutch" key create e2b-tests --e2b 2>"$dir/key.err")"; then
   echo "test-e2b: cannot make an API key:" >&2
   cat "$dir/key.err" "$dir/daemon.log" >&2
