@@ -2,7 +2,8 @@
 # Installs what hutch needs on a Debian/Ubuntu host (idempotent): the OCI runtimes, busybox for
 # the rootfs tests, and checks the Rust toolchain. Run as root.
 set -euo pipefail
-pkgs=(crun runc bubblewrap busybox-static python3 python3-venv file ca-certificates wrk)
+# libseccomp-dev: hutch compiles the seccomp profile once with the library crun uses
+pkgs=(crun runc bubblewrap busybox-static libseccomp-dev python3 python3-venv file ca-certificates wrk)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -49,6 +49,9 @@ pub struct BundleInputs<'a> {
     pub agent: &'a Path,
     pub cgroups_path: &'a str,
     pub seccomp: LinuxSeccomp,
+    /// `seccomp` precompiled (base64), for a runtime that loads it instead of compiling
+    /// (crun's [`crate::seccomp_bpf::CRUN_BPF_ANNOTATION`]).
+    pub seccomp_bpf: Option<&'a str>,
     /// A host directory (owned by the sandbox user) bound at [`GUEST_RUN_DIR`]: the agent also
     /// listens there, so a restarted daemon can reconnect to a sandbox that outlived it.
     pub run_dir: Option<&'a Path>,
@@ -224,8 +227,13 @@ pub fn build_spec(spec: &SandboxSpec, inp: &BundleInputs<'_>) -> Result<Spec, Co
         .readonly_paths(READONLY_PATHS.iter().map(|s| s.to_string()).collect::<Vec<_>>())
         .build()
         .map_err(bad)?;
+    let mut annotations = std::collections::HashMap::new();
+    if let Some(b) = inp.seccomp_bpf {
+        annotations.insert(crate::seccomp_bpf::CRUN_BPF_ANNOTATION.to_string(), b.to_string());
+    }
     SpecBuilder::default()
         .version("1.0.2".to_string())
+        .annotations(annotations)
         .root(
             RootBuilder::default()
                 .path(inp.rootfs.to_path_buf())
@@ -255,6 +263,7 @@ mod tests {
             agent: Path::new("/opt/hutch-agent"),
             cgroups_path: "/hutch/t1",
             seccomp: crate::seccomp::default_seccomp().expect("seccomp"),
+            seccomp_bpf: Some("AAAA"),
             run_dir: None,
         };
         serde_json::to_value(build_spec(&spec, &inp).expect("spec")).expect("json")

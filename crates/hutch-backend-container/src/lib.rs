@@ -9,6 +9,7 @@ pub mod image;
 pub mod runtime;
 mod sandbox;
 pub mod seccomp;
+pub mod seccomp_bpf;
 
 pub use cgroups::CgroupLayout;
 pub use error::ContainerError;

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use base64::Engine as _;
 use hutch_agent_client::{is_static_elf, locate_agent, AgentClient, ExitHook, TimedProcess};
 use hutch_core::{
     Availability, Backend, ExecRequest, ExecStatus, FileOps, HostCapacity, Image, Phase,
@@ -62,6 +63,8 @@ struct Shared {
     /// Whether the agent is statically linked (needed for a custom rootfs), read when first asked.
     agent_static: OnceLock<bool>,
     seccomp: LinuxSeccomp,
+    /// `seccomp` compiled once (base64) for crun; runc compiles the OCI section itself.
+    seccomp_bpf: Option<String>,
     detachable: bool,
     host: HostCapacity,
     host_image: OnceLock<HostImage>,
@@ -127,6 +130,13 @@ impl ContainerBackend {
                 .map_err(|e| SandboxError::io(format!("cannot create {}", d.display()), e))?;
         }
         let seccomp = crate::seccomp::default_seccomp()?;
+        let seccomp_bpf = match cfg.runtime {
+            RuntimeKind::Crun => {
+                let prog = crate::seccomp_bpf::cached(&seccomp, &cfg.state_dir.join("seccomp"))?;
+                Some(base64::engine::general_purpose::STANDARD.encode(prog))
+            }
+            RuntimeKind::Runc => None,
+        };
         Ok(Self {
             shared: Arc::new(Shared {
                 runtime,
@@ -135,6 +145,7 @@ impl ContainerBackend {
                 agent,
                 agent_static: OnceLock::new(),
                 seccomp,
+                seccomp_bpf,
                 detachable: cfg.detachable,
                 host: HostCapacity::probe(),
                 host_image: OnceLock::new(),
@@ -215,6 +226,7 @@ impl ContainerBackend {
             agent: &self.shared.agent,
             cgroups_path: &cgroups_path,
             seccomp: self.shared.seccomp.clone(),
+            seccomp_bpf: self.shared.seccomp_bpf.as_deref(),
             run_dir: self.shared.detachable.then_some(run_dir.as_path()),
         };
         let config = build_spec(spec, &inputs)?;
