@@ -153,7 +153,7 @@ pub fn compile(oci: &LinuxSeccomp, scratch: &Path) -> Result<Vec<u8>, ContainerE
 
 fn check(prog: &[u8]) -> Result<(), ContainerError> {
     // a sock_filter is 8 bytes; the kernel takes at most BPF_MAXINSNS (4096) of them
-    if prog.is_empty() || prog.len() % 8 != 0 || prog.len() / 8 > 4096 {
+    if prog.is_empty() || !prog.len().is_multiple_of(8) || prog.len() / 8 > 4096 {
         return Err(bad(format!("compiled program has an invalid size ({} bytes)", prog.len())));
     }
     Ok(())
