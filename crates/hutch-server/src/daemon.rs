@@ -812,7 +812,7 @@ impl Daemon {
                 false
             }
             other => {
-                tracing::warn!(sandbox = %id, result = ?other, "recycle did not leave the sandbox clean; destroying it");
+                tracing::warn!(sandbox = %id, reset = ?other, busy = live.busy(), "recycle did not leave the sandbox clean; destroying it");
                 self.live_insert(live);
                 false
             }

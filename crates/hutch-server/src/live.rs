@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use hutch_core::{ExecStatus, OutputEvent, Process, ProcessControl, Sandbox};
 use serde::Serialize;
-use tokio::sync::{broadcast, RwLock};
+use tokio::sync::{broadcast, watch, RwLock};
 
 /// One chunk of a background process's life, as buffered and streamed.
 #[derive(Debug, Clone)]
@@ -25,6 +25,9 @@ pub struct BgProcess {
     pub control: Arc<dyn ProcessControl>,
     state: Mutex<BgState>,
     pub events: broadcast::Sender<ProcEvent>,
+    /// Becomes true once the process has ended and its bookkeeping (the `done` callback of
+    /// [`LiveSandbox::adopt_process`]) has run.
+    settled: watch::Sender<bool>,
 }
 
 struct BgState {
@@ -188,6 +191,7 @@ impl LiveSandbox {
                 error: None,
             }),
             events: tx,
+            settled: watch::Sender::new(false),
         });
         {
             let mut procs = self.procs.lock().unwrap_or_else(|p| p.into_inner());
@@ -218,17 +222,27 @@ impl LiveSandbox {
                 }
             }
             done();
+            b.settled.send_replace(true);
         });
         bg
     }
 
-    /// Kills every background process (before destroy or reset).
+    /// Kills every background process (before destroy or reset) and waits, at most `SETTLE`,
+    /// until each has ended and its bookkeeping ran, so the sandbox no longer counts as busy.
     pub async fn kill_processes(&self) {
-        for p in self.processes() {
+        const SETTLE: std::time::Duration = std::time::Duration::from_secs(5);
+        let procs = self.processes();
+        for p in &procs {
             if p.info().running {
                 let _ = p.control.signal(9).await;
             }
         }
+        let settled = async {
+            for p in &procs {
+                let _ = p.settled.subscribe().wait_for(|done| *done).await;
+            }
+        };
+        let _ = tokio::time::timeout(SETTLE, settled).await;
     }
 
     pub fn forget_processes(&self) {
