@@ -117,7 +117,7 @@ async fn start_gateway(
         .arg("--upstream")
         .arg(format!("http://{up}/"))
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .kill_on_drop(true);
     if let Some(p) = &a.native_handler {
         cmd.arg("--native-handler").arg(p);
@@ -129,11 +129,37 @@ async fn start_gateway(
         cmd.arg("--container");
     }
     let t = Instant::now();
-    let child = cmd.spawn().context("starting hutch serve --gateway")?;
+    let mut child = cmd.spawn().context("starting hutch serve --gateway")?;
+    // the gateway's log is drained (and kept in memory) so that a gateway that cannot start
+    // says why instead of leaving the benchmark to time out
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    if let Some(mut err) = child.stderr.take() {
+        let log = log.clone();
+        tokio::spawn(async move {
+            use tokio::io::AsyncReadExt;
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                let mut l = log.lock().unwrap_or_else(|p| p.into_inner());
+                if l.len() < 64 * 1024 {
+                    l.extend_from_slice(&buf[..n]);
+                }
+            }
+        });
+    }
     let probe = if a.wasm_handler.is_some() { "/wasm/hello" } else { "/native/hello" };
     loop {
         if let Ok((200, _)) = http_get(addr, probe).await {
             return Ok((Child { child, addr }, t.elapsed()));
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let text = String::from_utf8_lossy(&log.lock().unwrap_or_else(|p| p.into_inner()))
+                .trim()
+                .to_string();
+            bail!("hutch serve --gateway exited ({st}) before answering {probe}: {text}");
         }
         if t.elapsed() > Duration::from_secs(120) {
             bail!("the gateway did not answer {probe} within 120 s");
@@ -258,6 +284,13 @@ async fn wrk(url: &str, connections: u32, secs: u64) -> Result<Wrk> {
 pub async fn run(a: &GatewayArgs, iterations: usize, smoke: bool, out: &Path) -> Result<()> {
     if std::process::Command::new("wrk").arg("--version").output().is_err() {
         bail!("wrk is not installed: apt-get install wrk (scripts/deps.sh installs it)");
+    }
+    if a.native_handler.is_none() || a.wasm_handler.is_none() {
+        bail!(
+            "the gateway suite needs its handlers: build them with scripts/build-gateway-handler.sh \
+             and pass them as --native-handler and --wasm-handler (or HUTCH_GATEWAY_NATIVE and \
+             HUTCH_GATEWAY_WASM: the script prints the two paths in that order)"
+        );
     }
     // the container variant needs root
     let container = is_root();
