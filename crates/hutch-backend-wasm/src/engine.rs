@@ -12,7 +12,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, Linker as ComponentLinker};
 use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, Linker, Module, PoolingAllocationConfig,
+    Config, Enabled, Engine, InstanceAllocationStrategy, Linker, Module, PoolingAllocationConfig,
 };
 use wasmtime_wasi::p2::bindings::CommandPre;
 
@@ -21,6 +21,9 @@ use crate::state::{P1State, P2State};
 
 /// How often the epoch advances: the resolution of timeouts and kills.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Dirty bytes of a freed memory or table slot restored in place rather than decommitted.
+const KEEP_RESIDENT: usize = 1 << 20;
 
 /// Sizes of the pooling allocator. Every slot is reserved address space, not memory: a linear
 /// memory slot reserves 4 GiB plus guards, committed only as the guest touches pages.
@@ -103,9 +106,15 @@ fn config(pool: Option<&PoolSizes>) -> Config {
             .max_tables_per_component(16)
             .max_core_instance_size(4 << 20)
             .max_component_instance_size(4 << 20)
-            // Keep a little of each freed slot resident so the next instance skips page faults.
-            .linear_memory_keep_resident(64 << 10)
-            .table_keep_resident(64 << 10);
+            // A freed slot is reset by finding the pages its instance wrote (the PAGEMAP_SCAN
+            // ioctl, Linux 6.7+) and restoring only those with memset/memcpy, up to this
+            // many bytes; they stay resident, so the next instance takes no page faults and
+            // the reset needs no madvise (whose TLB shootdown interrupts every core running
+            // one of our threads). Pages past the budget, or every page on an older kernel
+            // (where the budget is a plain prefix memset), are decommitted with madvise.
+            .pagemap_scan(Enabled::Auto)
+            .linear_memory_keep_resident(KEEP_RESIDENT)
+            .table_keep_resident(KEEP_RESIDENT);
         c.allocation_strategy(InstanceAllocationStrategy::Pooling(pc));
     }
     c
