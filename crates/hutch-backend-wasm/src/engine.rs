@@ -12,7 +12,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, Linker as ComponentLinker};
 use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, Linker, Module, PoolingAllocationConfig,
+    Config, Enabled, Engine, InstanceAllocationStrategy, Linker, Module, PoolingAllocationConfig,
 };
 use wasmtime_wasi::p2::bindings::CommandPre;
 
@@ -21,6 +21,19 @@ use crate::state::{P1State, P2State};
 
 /// How often the epoch advances: the resolution of timeouts and kills.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Written bytes of a freed memory or table slot restored in place rather than decommitted,
+/// where the kernel can say which pages were written (`PAGEMAP_SCAN`).
+const KEEP_RESIDENT_SCANNED: usize = 1 << 20;
+/// Without `PAGEMAP_SCAN` the budget is a prefix that is zeroed whether written or not.
+const KEEP_RESIDENT_PREFIX: usize = 64 << 10;
+
+/// Whether the kernel has the `PAGEMAP_SCAN` ioctl (Linux 6.7), which wasmtime then uses.
+fn has_pagemap_scan() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut nums = release.split(|c: char| !c.is_ascii_digit()).map(|n| n.parse::<u32>());
+    matches!((nums.next(), nums.next()), (Some(Ok(major)), Some(Ok(minor))) if (major, minor) >= (6, 7))
+}
 
 /// Sizes of the pooling allocator. Every slot is reserved address space, not memory: a linear
 /// memory slot reserves 4 GiB plus guards, committed only as the guest touches pages.
@@ -90,6 +103,8 @@ fn config(pool: Option<&PoolSizes>) -> Config {
     // overflowed the fiber and aborted the whole process.
     c.async_stack_size(4 << 20);
     if let Some(p) = pool {
+        let keep_resident =
+            if has_pagemap_scan() { KEEP_RESIDENT_SCANNED } else { KEEP_RESIDENT_PREFIX };
         let mut pc = PoolingAllocationConfig::default();
         pc.total_core_instances(p.instances)
             .total_component_instances(p.instances)
@@ -103,9 +118,16 @@ fn config(pool: Option<&PoolSizes>) -> Config {
             .max_tables_per_component(16)
             .max_core_instance_size(4 << 20)
             .max_component_instance_size(4 << 20)
-            // Keep a little of each freed slot resident so the next instance skips page faults.
-            .linear_memory_keep_resident(64 << 10)
-            .table_keep_resident(64 << 10);
+            // A freed slot is reset by finding the pages its instance wrote (the PAGEMAP_SCAN
+            // ioctl, Linux 6.7+) and restoring only those with memset/memcpy, up to this
+            // many bytes; they stay resident, so the next instance takes no page faults and
+            // the reset needs no madvise (whose TLB shootdown interrupts every core running
+            // one of our threads). Written pages past the budget are decommitted with madvise;
+            // on an older kernel the budget is a prefix zeroed whether written or not, so it
+            // stays small.
+            .pagemap_scan(Enabled::Auto)
+            .linear_memory_keep_resident(keep_resident)
+            .table_keep_resident(keep_resident);
         c.allocation_strategy(InstanceAllocationStrategy::Pooling(pc));
     }
     c

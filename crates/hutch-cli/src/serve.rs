@@ -90,10 +90,15 @@ fn config(a: &ServeArgs) -> Result<ServerConfig, String> {
     Ok(c)
 }
 
+/// What is logged unless `HUTCH_LOG` says otherwise. wasmtime-wasi opens an info-level span
+/// around every WASI call a guest makes: logging those would let any guest drive the log (and
+/// formatting them cost a fresh-instance gateway request a few percent of its CPU).
+const DEFAULT_LOG_FILTER: &str = "info,wasmtime_wasi=warn";
+
 pub async fn serve(a: ServeArgs) -> ExitCode {
     let sub = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(
         tracing_subscriber::EnvFilter::try_from_env("HUTCH_LOG")
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER)),
     );
     match a.log_format {
         LogFormat::Json => sub.json().init(),
