@@ -76,6 +76,9 @@ pub struct WasmEngine {
     cache_dir: PathBuf,
     /// Compiled and linked artefacts by the SHA-256 of their bytes.
     prepared: Mutex<HashMap<[u8; 32], Prepared>>,
+    /// Host files already prepared, by path, with the identity of the file they were read from:
+    /// a language guest (24 MB for Python) is not read and hashed again on every run.
+    files: Mutex<HashMap<PathBuf, (FileStamp, Prepared)>>,
     /// Whether the pooling allocator is in use (else the on-demand one, with the reason).
     pub allocator: String,
 }
@@ -182,7 +185,15 @@ impl WasmEngine {
             what: "WASI preview 2".into(),
             message: format!("{e:#}"),
         })?;
-        Ok(Self { engine, p1, p2, cache_dir, prepared: Mutex::new(HashMap::new()), allocator })
+        Ok(Self {
+            engine,
+            p1,
+            p2,
+            cache_dir,
+            prepared: Mutex::new(HashMap::new()),
+            files: Mutex::new(HashMap::new()),
+            allocator,
+        })
     }
 
     pub fn engine(&self) -> &Engine {
@@ -239,15 +250,35 @@ impl WasmEngine {
         Ok(prepared)
     }
 
-    /// Reads and prepares a file.
+    /// Reads and prepares a host file (a language guest, a gateway handler). The file is read
+    /// and hashed again only when it is no longer the one prepared last time: another inode
+    /// (the build script replaces guests with a rename), size, modification or change time.
+    /// Files a guest can write (workspace modules) go through [`WasmEngine::prepare`] instead.
     pub fn prepare_file(&self, path: &Path) -> Result<Prepared, WasmError> {
-        let bytes = std::fs::read(path)
-            .map_err(|e| WasmError::io(format!("cannot read {}", path.display()), e))?;
-        self.prepare(&path.display().to_string(), &bytes)
+        use std::io::Read;
+        let read_err = |e| WasmError::io(format!("cannot read {}", path.display()), e);
+        let mut file = std::fs::File::open(path).map_err(read_err)?;
+        // the stamp and the bytes come from the same open file, so a replacement between the
+        // two cannot pair old bytes with a new stamp
+        let stamp = FileStamp::of(&file.metadata().map_err(read_err)?);
+        if let Some((s, p)) = self.lock_files().get(path) {
+            if *s == stamp {
+                return Ok(p.clone());
+            }
+        }
+        let mut bytes = Vec::with_capacity(stamp.len as usize);
+        file.read_to_end(&mut bytes).map_err(read_err)?;
+        let prepared = self.prepare(&path.display().to_string(), &bytes)?;
+        self.lock_files().insert(path.to_path_buf(), (stamp, prepared.clone()));
+        Ok(prepared)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], Prepared>> {
         self.prepared.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_files(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, (FileStamp, Prepared)>> {
+        self.files.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn cache_path(&self, key: &[u8; 32]) -> PathBuf {
@@ -255,6 +286,31 @@ impl WasmEngine {
         self.engine.precompile_compatibility_hash().hash(&mut h);
         let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
         self.cache_dir.join(format!("{hex}-{:016x}.cwasm", h.finish()))
+    }
+}
+
+/// Which file a path named when it was read: a rename over it changes the inode, a write in
+/// place the size or the modification and change times (the change time cannot be set back by
+/// the file's owner).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl FileStamp {
+    fn of(m: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        Self {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.len(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
     }
 }
 
@@ -301,4 +357,40 @@ pub fn default_cache_dir() -> PathBuf {
     }
     let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
     home.join(".cache/hutch/wasm")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small_engine(cache: &Path) -> WasmEngine {
+        let pool = PoolSizes { instances: 4, memories: 4, tables: 4, table_elements: 1000 };
+        WasmEngine::new(cache.to_path_buf(), pool).expect("engine")
+    }
+
+    #[test]
+    fn a_prepared_file_is_read_again_once_it_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = small_engine(&dir.path().join("cache"));
+        let path = dir.path().join("guest.wasm");
+        std::fs::write(&path, crate::probe_module().unwrap()).unwrap();
+        assert_eq!(engine.prepare_file(&path).unwrap().kind(), "module");
+        assert_eq!(engine.prepare_file(&path).unwrap().kind(), "module");
+
+        // rewritten in place (same inode): the new bytes are what counts
+        std::fs::write(&path, b"not wasm at all").unwrap();
+        let e = engine.prepare_file(&path).err().expect("garbage must be refused");
+        assert!(e.to_string().contains("not a WebAssembly"), "{e}");
+
+        // replaced with a rename, as the guest build does
+        let component = wat::parse_str("(component)").unwrap();
+        let tmp = dir.path().join("guest.wasm.tmp");
+        std::fs::write(&tmp, &component).unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+        let e = engine.prepare_file(&path).err().expect("an empty component is no command");
+        assert!(e.to_string().contains("not a wasi:cli/command component"), "{e}");
+
+        std::fs::remove_file(&path).unwrap();
+        assert!(engine.prepare_file(&path).is_err(), "a removed file is not served from memory");
+    }
 }
