@@ -283,6 +283,7 @@ fn report_markdown(
         ("kernel", "kernel"),
         ("os", "OS"),
         ("cgroups", "cgroups"),
+        ("rcu_expedited", "rcu_expedited"),
         ("load_average", "load average at the start"),
         ("git_commit", "git commit"),
     ] {
