@@ -102,6 +102,26 @@ struct Child {
     addr: SocketAddr,
 }
 
+impl Child {
+    /// Stops the gateway the way an operator would: SIGTERM, on which it drains its requests
+    /// (a container request still running cleans up its sandbox), then SIGKILL if it has not
+    /// exited within 30 s. A SIGKILL alone leaves the bundles of in-flight container requests.
+    async fn stop(&mut self) {
+        if let Some(pid) = self.child.id() {
+            let term = tokio::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status()
+                .await;
+            if term.is_ok_and(|s| s.success())
+                && tokio::time::timeout(Duration::from_secs(30), self.child.wait()).await.is_ok()
+            {
+                return;
+            }
+        }
+        let _ = self.child.kill().await;
+    }
+}
+
 async fn start_gateway(
     a: &GatewayArgs,
     up: SocketAddr,
@@ -303,7 +323,7 @@ pub async fn run(a: &GatewayArgs, iterations: usize, smoke: bool, out: &Path) ->
     for _ in 0..iterations.clamp(1, 5) {
         let (mut g, d) = start_gateway(a, up, false).await?;
         cold_ms.push(d.as_secs_f64() * 1e3);
-        let _ = g.child.kill().await;
+        g.stop().await;
     }
     let cold = summarize(&cold_ms);
     eprintln!("gateway cold start (spawn to first 200): median {:.1} ms", cold.median);
@@ -379,7 +399,7 @@ pub async fn run(a: &GatewayArgs, iterations: usize, smoke: bool, out: &Path) ->
         anyhow::Ok(())
     }
     .await;
-    let _ = g.child.kill().await;
+    g.stop().await;
     result?;
 
     // peak throughput per variant and workload, and the study's two ratios
