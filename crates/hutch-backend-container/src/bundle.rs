@@ -303,6 +303,8 @@ mod tests {
         assert_eq!(j["linux"]["resources"]["pids"]["limit"], 64);
         assert_eq!(j["linux"]["resources"]["cpu"]["quota"], 100_000);
         assert_eq!(j["linux"]["seccomp"]["defaultAction"], "SCMP_ACT_ERRNO");
+        // the precompiled program travels beside the OCI section (crun reads it, runc ignores it)
+        assert_eq!(j["annotations"][crate::seccomp_bpf::CRUN_BPF_ANNOTATION], "AAAA");
         assert!(j["linux"]["maskedPaths"]
             .as_array()
             .expect("masked")
