@@ -64,7 +64,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         let state = P2State { ctx: b.build(), table: ResourceTable::new(), limiter };
         let mut store = Store::new(engine.engine(), state);
         store.limiter(|s| &mut s.limiter);
-        store.epoch_deadline_async_yield_and_update(1);
+        hutch_backend_wasm::run::arm_epoch(&mut store);
         let t1 = Instant::now();
         let cmd = pre.instantiate_async(&mut store).await?;
         let t2 = Instant::now();

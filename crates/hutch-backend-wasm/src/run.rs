@@ -96,6 +96,16 @@ fn end_of(r: wasmtime::Result<()>) -> RunEnd {
     }
 }
 
+/// Makes a store's guest yield to the async runtime at every epoch tick (where a timeout or a
+/// kill can drop it). The first deadline is the next tick: a new store's deadline is epoch 0,
+/// already passed, so without it every run yielded once on its first call, which on the gateway
+/// cost a trip through the scheduler and a timer registration per request. Start functions
+/// run at instantiation and need the deadline too.
+pub fn arm_epoch<T>(store: &mut Store<T>) {
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_async_yield_and_update(1);
+}
+
 /// Runs the guest. Cancel-safe: dropping the future drops the store and its instance.
 pub async fn run(engine: &WasmEngine, mut inv: Invocation) -> RunResult {
     let limiter = MemoryLimiter::new(inv.memory.clone(), inv.memory_limit);
@@ -108,7 +118,7 @@ pub async fn run(engine: &WasmEngine, mut inv: Invocation) -> RunResult {
             let mut store =
                 Store::new(engine.engine(), P1State { wasi: builder.build_p1(), limiter });
             store.limiter(|s| &mut s.limiter);
-            store.epoch_deadline_async_yield_and_update(1);
+            arm_epoch(&mut store);
             let r = async {
                 let instance = pre.instantiate_async(&mut store).await?;
                 let start = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
@@ -121,7 +131,7 @@ pub async fn run(engine: &WasmEngine, mut inv: Invocation) -> RunResult {
             let state = P2State { ctx: builder.build(), table: ResourceTable::new(), limiter };
             let mut store = Store::new(engine.engine(), state);
             store.limiter(|s| &mut s.limiter);
-            store.epoch_deadline_async_yield_and_update(1);
+            arm_epoch(&mut store);
             let r = async {
                 let cmd = pre.instantiate_async(&mut store).await?;
                 match cmd.wasi_cli_run().call_run(&mut store).await? {
@@ -151,8 +161,7 @@ pub async fn time_acquire(
             let t = std::time::Instant::now();
             let mut store = Store::new(engine.engine(), state);
             store.limiter(|s| &mut s.limiter);
-            // start functions run at instantiation and need an epoch deadline
-            store.epoch_deadline_async_yield_and_update(1);
+            arm_epoch(&mut store);
             pre.instantiate_async(&mut store).await.map_err(|e| format!("{e:#}"))?;
             Ok(t.elapsed())
         }
@@ -161,8 +170,7 @@ pub async fn time_acquire(
             let t = std::time::Instant::now();
             let mut store = Store::new(engine.engine(), state);
             store.limiter(|s| &mut s.limiter);
-            // start functions run at instantiation and need an epoch deadline
-            store.epoch_deadline_async_yield_and_update(1);
+            arm_epoch(&mut store);
             let _instance =
                 pre.instantiate_async(&mut store).await.map_err(|e| format!("{e:#}"))?;
             Ok(t.elapsed())
