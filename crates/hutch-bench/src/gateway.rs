@@ -45,6 +45,12 @@ pub struct GatewayArgs {
     /// The wasm handler (scripts/build-gateway-handler.sh, second line)
     #[arg(long, env = "HUTCH_GATEWAY_WASM")]
     pub wasm_handler: Option<PathBuf>,
+    /// Scheduling policy of wrk: `batch` (SCHED_BATCH, through chrt) or `normal`. wrk shares
+    /// the machine's cores with the gateway; as a normal task every response it is woken by
+    /// preempts the gateway thread that wrote it, which costs a slow server far more than a
+    /// fast one. As a batch task it takes its turn instead. Same for every variant.
+    #[arg(long, default_value = "batch", value_parser = ["batch", "normal"])]
+    pub wrk_policy: String,
 }
 
 const ALL_VARIANTS: [&str; 5] = ["native", "process", "wasm", "wasmtime-cli", "container"];
@@ -284,9 +290,21 @@ fn parse_wrk(text: &str) -> Wrk {
     w
 }
 
-async fn wrk(url: &str, connections: u32, secs: u64) -> Result<Wrk> {
+/// How wrk is started: `["wrk"]`, or under `chrt --batch 0` (see `GatewayArgs::wrk_policy`).
+fn wrk_command(policy: &str) -> Result<Vec<&'static str>> {
+    if policy == "normal" {
+        return Ok(vec!["wrk"]);
+    }
+    if std::process::Command::new("chrt").arg("--version").output().is_err() {
+        bail!("--wrk-policy batch needs chrt (util-linux); or pass --wrk-policy normal");
+    }
+    Ok(vec!["chrt", "--batch", "0", "wrk"])
+}
+
+async fn wrk(cmd: &[&str], url: &str, connections: u32, secs: u64) -> Result<Wrk> {
     let threads = connections.min(2);
-    let out = tokio::process::Command::new("wrk")
+    let out = tokio::process::Command::new(cmd[0])
+        .args(&cmd[1..])
         .args(["--latency", "--timeout", "10s"])
         .arg(format!("-t{threads}"))
         .arg(format!("-c{connections}"))
@@ -312,6 +330,7 @@ pub async fn run(a: &GatewayArgs, iterations: usize, smoke: bool, out: &Path) ->
              HUTCH_GATEWAY_WASM: the script prints the two paths in that order)"
         );
     }
+    let wrk_cmd = wrk_command(&a.wrk_policy)?;
     // the container variant needs root
     let container = is_root();
     let up = upstream().await?;
@@ -377,7 +396,7 @@ pub async fn run(a: &GatewayArgs, iterations: usize, smoke: bool, out: &Path) ->
                         });
                         (stop, h)
                     };
-                    let r = wrk(&format!("http://{}{path}", g.addr), c, secs).await;
+                    let r = wrk(&wrk_cmd, &format!("http://{}{path}", g.addr), c, secs).await;
                     sampler.0.store(true, std::sync::atomic::Ordering::Relaxed);
                     let rss = sampler.1.await.unwrap_or_default();
                     let r = r?;
@@ -423,6 +442,7 @@ pub async fn run(a: &GatewayArgs, iterations: usize, smoke: bool, out: &Path) ->
         "suite": "gateway",
         "machine": crate::snapshot::machine(),
         "wrk_seconds": secs,
+        "wrk_policy": a.wrk_policy,
         "compute_iters": a.iters,
         "cold_start_ms": cold,
         "skipped_variants": skipped,
@@ -490,6 +510,12 @@ fn markdown(doc: &Value) -> String {
         s,
         "Cold start (spawn to first 200 of a wasm handler): median {:.1} ms.\n",
         doc["cold_start_ms"]["median"].as_f64().unwrap_or(f64::NAN)
+    );
+    let _ = writeln!(
+        s,
+        "wrk ran {} s per row with scheduling policy `{}` (`--wrk-policy`).\n",
+        doc["wrk_seconds"],
+        doc["wrk_policy"].as_str().unwrap_or("normal")
     );
     for (v, why) in doc["skipped_variants"].as_object().into_iter().flatten() {
         let _ = writeln!(s, "- `{v}` not measured: {}", why.as_str().unwrap_or(""));
