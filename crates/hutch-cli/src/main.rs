@@ -13,12 +13,6 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// glibc's malloc serialises threads that free what another thread allocated (tokio moves
-/// tasks between worker threads); under the gateway's per-request instances its arena locks
-/// were the main cost. mimalloc keeps per-thread heaps with lock-free cross-thread frees.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser)]
 #[command(name = "hutch", version, about = "Run untrusted code in fast, isolated sandboxes")]
 struct Cli {
