@@ -421,21 +421,17 @@ pub async fn run(a: &GatewayArgs, iterations: usize, smoke: bool, out: &Path) ->
     g.stop().await;
     result?;
 
-    // peak throughput per variant and workload, and the study's two ratios
-    let peak = |v: &str, w: &str| {
-        rows.iter()
-            .filter(|r| r["variant"] == v && r["workload"] == w)
-            .filter_map(|r| r["rps"].as_f64())
-            .fold(f64::NAN, f64::max)
-    };
+    // the study's two ratios: wasm against native at each connection count (both measured
+    // back to back under the same load), summarised by the median; the peak ratio is shown too
     let mut targets = Vec::new();
     for (w, want, promise) in [
-        ("hello", 0.5, "fresh-instance wasm hello throughput at least 50% of native (peak over connection counts)"),
-        ("compute", 0.9, "fresh-instance wasm compute throughput within 10% of native (peak over connection counts)"),
+        ("hello", 0.5, "fresh-instance wasm hello throughput at least 50% of native (median over connection counts of the same-count ratio)"),
+        ("compute", 0.9, "fresh-instance wasm compute throughput within 10% of native (median over connection counts of the same-count ratio)"),
     ] {
-        let (n, x) = (peak("native", w), peak("wasm", w));
-        let ratio = x / n;
-        targets.push(json!({"promise": promise, "value": format!("{:.0}%", ratio * 100.0), "met": if ratio.is_finite() { Value::Bool(ratio >= want) } else { Value::Null }}));
+        let r = ratios(&rows, "wasm", "native", w);
+        let value = format!("{:.0}% (peak {:.0}%)", r.median * 100.0, r.peak * 100.0);
+        let met = if r.median.is_finite() { Value::Bool(r.median >= want) } else { Value::Null };
+        targets.push(json!({"promise": promise, "value": value, "met": met, "per_connection_count": r.per_count}));
     }
     print_targets(&targets);
     let doc = json!({
@@ -454,6 +450,36 @@ pub async fn run(a: &GatewayArgs, iterations: usize, smoke: bool, out: &Path) ->
     std::fs::write(out.join("gateway-latest.md"), markdown(&doc))?;
     eprintln!("results: {} (+ gateway-latest.csv, gateway-latest.md)", path.display());
     Ok(())
+}
+
+/// Throughput of `variant` against `baseline` on one workload.
+#[derive(Debug)]
+struct Ratios {
+    /// `(connections, variant rps / baseline rps)` for every count both were measured at.
+    per_count: Vec<(u64, f64)>,
+    /// Median of `per_count`: what the promises are checked on. A flat curve (compute) has no
+    /// real peak, and the peak of each side was then decided by its one luckiest run.
+    median: f64,
+    /// Peak variant rps over peak baseline rps, as the study reported it.
+    peak: f64,
+}
+
+fn ratios(rows: &[Value], variant: &str, baseline: &str, workload: &str) -> Ratios {
+    let rps = |v: &str| -> Vec<(u64, f64)> {
+        rows.iter()
+            .filter(|r| r["variant"] == v && r["workload"] == workload)
+            .filter_map(|r| Some((r["connections"].as_u64()?, r["rps"].as_f64()?)))
+            .collect()
+    };
+    let (x, n) = (rps(variant), rps(baseline));
+    let per_count: Vec<(u64, f64)> = x
+        .iter()
+        .filter_map(|&(c, xr)| n.iter().find(|(nc, _)| *nc == c).map(|&(_, nr)| (c, xr / nr)))
+        .filter(|(_, r)| r.is_finite())
+        .collect();
+    let peak_of = |v: &[(u64, f64)]| v.iter().map(|&(_, r)| r).fold(f64::NAN, f64::max);
+    let median = summarize(&per_count.iter().map(|&(_, r)| r).collect::<Vec<_>>()).median;
+    Ratios { per_count, median, peak: peak_of(&x) / peak_of(&n) }
 }
 
 fn is_root() -> bool {
@@ -558,6 +584,29 @@ fn markdown(doc: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ratios_pair_each_connection_count_with_its_baseline() {
+        let row = |v: &str, c: u64, rps: f64| json!({"variant": v, "workload": "compute", "connections": c, "rps": rps});
+        let rows = vec![
+            row("native", 10, 450.0),
+            row("native", 50, 460.0),
+            row("native", 400, 516.0),
+            row("wasm", 10, 441.0),
+            row("wasm", 50, 460.0),
+            row("wasm", 400, 437.0),
+            row("wasm", 800, 450.0),
+            json!({"variant": "native", "workload": "hello", "connections": 800, "rps": 1e5}),
+        ];
+        let r = ratios(&rows, "wasm", "native", "compute");
+        // 800 has no native row on this workload: left out
+        assert_eq!(r.per_count.iter().map(|&(c, _)| c).collect::<Vec<_>>(), vec![10, 50, 400]);
+        assert!((r.median - 0.98).abs() < 1e-9, "{r:?}");
+        // the peaks come from different counts: 460 / 516
+        assert!((r.peak - 460.0 / 516.0).abs() < 1e-9, "{r:?}");
+        let none = ratios(&rows, "wasm", "native", "proxy");
+        assert!(none.per_count.is_empty() && none.median.is_nan());
+    }
 
     #[test]
     fn wrk_output_is_parsed() {
