@@ -177,3 +177,54 @@ pub async fn time_acquire(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+
+    use super::*;
+    use crate::engine::PoolSizes;
+
+    /// A short run must not yield to the runtime before it ends: on the gateway each yield was
+    /// a timer registration and a trip through the scheduler per request.
+    #[test]
+    fn a_short_run_finishes_on_its_first_poll() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pool = PoolSizes { instances: 4, memories: 4, tables: 4, table_elements: 1000 };
+        let engine = WasmEngine::new(dir.path().to_path_buf(), pool).expect("engine");
+        let prepared =
+            engine.prepare("probe", &crate::probe_module().expect("probe")).expect("prepare");
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
+        // An epoch tick landing inside a run makes it yield, rightly; that is rare (a run takes
+        // microseconds, a tick comes every 10 ms), so one of three runs finishing on its first
+        // poll is enough. Without the first deadline every run yields.
+        let polls: Vec<u32> = (0..3)
+            .map(|_| {
+                let out = CappedOutput::buffer(1 << 10);
+                let inv = Invocation {
+                    prepared: prepared.clone(),
+                    args: vec!["probe".into()],
+                    env: Vec::new(),
+                    dirs: None,
+                    stdin: GuestStdin::Null,
+                    stdout: out.clone(),
+                    stderr: out,
+                    memory: Arc::new(AtomicU64::new(0)),
+                    memory_limit: 64 << 20,
+                };
+                rt.block_on(async {
+                    let mut n = 0;
+                    let mut fut = std::pin::pin!(run(&engine, inv));
+                    let r = std::future::poll_fn(|cx| {
+                        n += 1;
+                        fut.as_mut().poll(cx)
+                    })
+                    .await;
+                    assert_eq!(r.end, RunEnd::Exited(0), "{r:?}");
+                    n
+                })
+            })
+            .collect();
+        assert!(polls.contains(&1), "every run yielded before it ended: polls {polls:?}");
+    }
+}
