@@ -245,6 +245,29 @@ impl ContainerBackend {
         Ok(self.shared.state_dir.join("sandboxes").join(id))
     }
 
+    /// Reaps what processes killed before they could clean up left of their sandboxes (the
+    /// directory, the runtime's state, the cgroups): the ones whose owner lock nobody holds.
+    /// Live sandboxes, whoever owns them, and the daemon's detachable ones are not touched.
+    /// Returns each leftover found with how reaping it went; `hutch run` calls it before it
+    /// creates its own sandbox.
+    pub async fn sweep_orphans(&self) -> Vec<(String, Result<(), SandboxError>)> {
+        let sandboxes = self.shared.state_dir.join("sandboxes");
+        let dead: Vec<String> = std::fs::read_dir(&sandboxes)
+            .map(|rd| {
+                rd.flatten()
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .filter(|n| is_sandbox_id(n) && owner_of(&sandboxes.join(n)) == Owner::Dead)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut out = Vec::new();
+        for id in dead {
+            let r = self.reap(&id).await;
+            out.push((id, r));
+        }
+        out
+    }
+
     /// Containers and cgroups of hutch that exist right now (for leak checks and `doctor`).
     pub async fn leftovers(&self) -> (Vec<String>, Vec<PathBuf>) {
         let containers = self.shared.runtime.list().await.unwrap_or_default();
@@ -381,6 +404,7 @@ impl Backend for ContainerBackend {
             destroyed: false,
             timings: Arc::new(Mutex::new(timings)),
             oom_seen: Arc::new(AtomicU64::new(0)),
+            _owner: None,
         }))
     }
 
@@ -414,7 +438,10 @@ impl Backend for ContainerBackend {
         }
         // Cgroups alone are not evidence: another hutch with another state directory shares
         // the cgroup parent. Our sandboxes' cgroups go with their bundles (see `reap`).
-        ids.into_iter().collect()
+        // A sandbox whose owner process is alive (a `hutch run` next to the daemon) is none of
+        // the caller's business.
+        let sandboxes = self.shared.state_dir.join("sandboxes");
+        ids.into_iter().filter(|id| owner_of(&sandboxes.join(id)) != Owner::Live).collect()
     }
 
     async fn create(&self, spec: SandboxSpec) -> Result<Box<dyn Sandbox>, SandboxError> {
@@ -425,6 +452,17 @@ impl Backend for ContainerBackend {
         let dir = self.shared.state_dir.join("sandboxes").join(&id);
         std::fs::create_dir_all(&dir)
             .map_err(|e| SandboxError::io(format!("cannot create {}", dir.display()), e))?;
+        let owner = if self.shared.detachable {
+            None
+        } else {
+            match take_owner_lock(&dir) {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    let _ = std::fs::remove_dir_all(&dir);
+                    return Err(e);
+                }
+            }
+        };
         let cgroup = match self.write_bundle(&id, &spec, &dir) {
             Ok(c) => c,
             Err(e) => {
@@ -445,7 +483,47 @@ impl Backend for ContainerBackend {
             destroyed: false,
             timings: Arc::new(Mutex::new(timings)),
             oom_seen: Arc::new(AtomicU64::new(0)),
+            _owner: owner,
         }))
+    }
+}
+
+/// A sandbox that lives and dies with the process that made it (`hutch run`, a library user;
+/// not the daemon's detachable ones) holds an exclusive `flock` on this file in its directory
+/// for as long as it lives. The kernel drops the lock when that process dies, however it dies,
+/// so a directory whose lock can be taken is a leftover of a process killed before it could
+/// clean up, and one whose lock is held belongs to a live process that nobody else may reap.
+pub const OWNER_LOCK: &str = "owner.lock";
+
+fn take_owner_lock(dir: &Path) -> Result<std::fs::File, SandboxError> {
+    let path = dir.join(OWNER_LOCK);
+    let f = std::fs::File::create(&path)
+        .map_err(|e| SandboxError::io(format!("cannot create {}", path.display()), e))?;
+    f.try_lock().map_err(|e| {
+        SandboxError::runtime("create", format!("cannot lock {}: {e}", path.display()))
+    })?;
+    Ok(f)
+}
+
+/// Who a sandbox directory belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Owner {
+    /// A live process holds its owner lock.
+    Live,
+    /// It had an owner lock and nobody holds it: the process died without cleaning up.
+    Dead,
+    /// No owner lock: a detachable sandbox, which the daemon reconciles.
+    Detachable,
+}
+
+fn owner_of(dir: &Path) -> Owner {
+    match std::fs::File::open(dir.join(OWNER_LOCK)) {
+        Err(_) => Owner::Detachable,
+        // dropping `f` releases the lock just taken
+        Ok(f) => match f.try_lock() {
+            Ok(()) => Owner::Dead,
+            Err(_) => Owner::Live,
+        },
     }
 }
 
@@ -482,6 +560,9 @@ pub struct ContainerSandbox {
     destroyed: bool,
     timings: Arc<Mutex<PhaseTimings>>,
     oom_seen: Arc<AtomicU64>,
+    /// The lock on `owner.lock` a sandbox that dies with its process (not detachable) holds
+    /// while it lives; see [`OWNER_LOCK`].
+    _owner: Option<std::fs::File>,
 }
 
 impl ContainerSandbox {

@@ -30,10 +30,22 @@ impl From<RuntimeName> for RuntimeKind {
     }
 }
 
-pub fn make(backend: BackendName, runtime: RuntimeName) -> Result<Box<dyn Backend>, SandboxError> {
+/// The backend `hutch run` asked for. For containers, first reaps what earlier `hutch run`s
+/// killed before they could clean up left behind (their sandbox directories; live sandboxes and
+/// the daemon's are not touched), warning on stderr about any it could not reap.
+pub async fn make(
+    backend: BackendName,
+    runtime: RuntimeName,
+) -> Result<Box<dyn Backend>, SandboxError> {
     Ok(match backend {
         BackendName::Container => {
-            Box::new(ContainerBackend::new(ContainerConfig::new(runtime.into()))?)
+            let b = ContainerBackend::new(ContainerConfig::new(runtime.into()))?;
+            for (id, r) in b.sweep_orphans().await {
+                if let Err(e) = r {
+                    eprintln!("hutch: could not clean up sandbox {id}, left by a killed run: {e}");
+                }
+            }
+            Box::new(b)
         }
         BackendName::Wasm => Box::new(WasmBackend::new(WasmConfig::default())?),
         BackendName::Process => Box::new(ProcessBackend::new()?),

@@ -113,7 +113,7 @@ pub async fn run(a: RunArgs) -> ExitCode {
     if let Err(e) = spec.validate(HostCapacity::probe()) {
         return fail(code_for(&e), e);
     }
-    let backend = match backends::make(a.backend, a.runtime) {
+    let backend = match backends::make(a.backend, a.runtime).await {
         Ok(b) => b,
         Err(e) => return fail(code_for(&e), e),
     };

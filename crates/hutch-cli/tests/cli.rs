@@ -123,3 +123,47 @@ fn python_runs_as_a_new_user_would_try_it() {
     nothing_left(&s);
     let _ = std::fs::remove_dir_all(&s);
 }
+
+/// A `hutch run` killed with SIGKILL cannot clean up: the next `hutch run` reaps what it left,
+/// and never touches a sandbox whose `hutch run` is still alive.
+#[test]
+#[ignore = "needs root and crun"]
+fn a_killed_run_is_cleaned_up_by_the_next_and_a_live_one_is_left_alone() {
+    let s = state_dir("killed");
+    let sandboxes = s.join("sandboxes");
+    let ids = || -> Vec<String> {
+        std::fs::read_dir(&sandboxes)
+            .map(|rd| rd.flatten().filter_map(|e| e.file_name().into_string().ok()).collect())
+            .unwrap_or_default()
+    };
+    let mut live = Command::new(env!("CARGO_BIN_EXE_hutch"))
+        .args(["run", "--", "sleep", "30"])
+        .env("HUTCH_STATE_DIR", &s)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let t = std::time::Instant::now();
+    while ids().is_empty() && t.elapsed() < std::time::Duration::from_secs(20) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let first = ids();
+    assert_eq!(first.len(), 1, "the first run's sandbox: {first:?}");
+    // let it get past creating its sandbox
+    std::thread::sleep(std::time::Duration::from_millis(500));
+
+    // a second run while the first lives: the first's sandbox stays
+    let o = hutch(&["run", "--", "echo", "second"], &[], &s);
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(o.stdout, b"second\n");
+    assert_eq!(ids(), first, "a live run's sandbox was touched");
+
+    // killed: its directory is left, and the next run reaps it
+    live.kill().expect("SIGKILL");
+    let _ = live.wait();
+    assert_eq!(ids(), first, "SIGKILL gives the run no chance to clean up");
+    let o = hutch(&["run", "--", "echo", "third"], &[], &s);
+    assert!(o.status.success(), "{o:?}");
+    assert!(o.stderr.is_empty(), "the sweep is silent when it works: {o:?}");
+    nothing_left(&s);
+    let _ = std::fs::remove_dir_all(&s);
+}
