@@ -496,12 +496,16 @@ impl Backend for ContainerBackend {
 pub const OWNER_LOCK: &str = "owner.lock";
 
 fn take_owner_lock(dir: &Path) -> Result<std::fs::File, SandboxError> {
-    let path = dir.join(OWNER_LOCK);
-    let f = std::fs::File::create(&path)
-        .map_err(|e| SandboxError::io(format!("cannot create {}", path.display()), e))?;
+    // Locked under another name, then renamed into place: a sweeper must never find the
+    // file unlocked while its owner is alive (the lock stays with the inode across the rename).
+    let (tmp, path) = (dir.join(".owner.lock.new"), dir.join(OWNER_LOCK));
+    let f = std::fs::File::create(&tmp)
+        .map_err(|e| SandboxError::io(format!("cannot create {}", tmp.display()), e))?;
     f.try_lock().map_err(|e| {
-        SandboxError::runtime("create", format!("cannot lock {}: {e}", path.display()))
+        SandboxError::runtime("create", format!("cannot lock {}: {e}", tmp.display()))
     })?;
+    std::fs::rename(&tmp, &path)
+        .map_err(|e| SandboxError::io(format!("cannot rename into {}", path.display()), e))?;
     Ok(f)
 }
 
