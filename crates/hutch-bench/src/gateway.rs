@@ -114,11 +114,7 @@ impl Child {
     /// exited within 30 s. A SIGKILL alone leaves the bundles of in-flight container requests.
     async fn stop(&mut self) {
         if let Some(pid) = self.child.id() {
-            let term = tokio::process::Command::new("kill")
-                .args(["-TERM", &pid.to_string()])
-                .status()
-                .await;
-            if term.is_ok_and(|s| s.success())
+            if crate::peers::sigterm(pid)
                 && tokio::time::timeout(Duration::from_secs(30), self.child.wait()).await.is_ok()
             {
                 return;

@@ -488,8 +488,7 @@ impl Engine {
         }
         if let Some(mut d) = self.daemon.take() {
             if let Some(pid) = d.id() {
-                let _ =
-                    std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+                sigterm(pid);
             }
             let t = Instant::now();
             while matches!(d.try_wait(), Ok(None)) && t.elapsed() < Duration::from_secs(20) {
@@ -500,6 +499,14 @@ impl Engine {
         let _ = std::fs::remove_dir_all(&self.run_dir);
         let _ = std::fs::remove_dir(run_dir());
     }
+}
+
+/// Asks a process the bench started to stop (SIGTERM), so that it can clean up what it owns;
+/// `false` when the signal could not be sent (the process is already gone).
+pub(crate) fn sigterm(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else { return false };
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM)
+        .is_ok()
 }
 
 impl Drop for Engine {
