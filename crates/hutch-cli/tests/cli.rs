@@ -136,12 +136,22 @@ fn a_killed_run_is_cleaned_up_by_the_next_and_a_live_one_is_left_alone() {
             .map(|rd| rd.flatten().filter_map(|e| e.file_name().into_string().ok()).collect())
             .unwrap_or_default()
     };
-    let mut live = Command::new(env!("CARGO_BIN_EXE_hutch"))
-        .args(["run", "--", "sleep", "30"])
-        .env("HUTCH_STATE_DIR", &s)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn");
+    /// Kills the first run however the test ends, so a failing assertion leaves no process.
+    struct KillOnDrop(std::process::Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut live = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_hutch"))
+            .args(["run", "--", "sleep", "30"])
+            .env("HUTCH_STATE_DIR", &s)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn"),
+    );
     let t = std::time::Instant::now();
     while ids().is_empty() && t.elapsed() < std::time::Duration::from_secs(20) {
         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -158,8 +168,8 @@ fn a_killed_run_is_cleaned_up_by_the_next_and_a_live_one_is_left_alone() {
     assert_eq!(ids(), first, "a live run's sandbox was touched");
 
     // killed: its directory is left, and the next run reaps it
-    live.kill().expect("SIGKILL");
-    let _ = live.wait();
+    live.0.kill().expect("SIGKILL");
+    let _ = live.0.wait();
     assert_eq!(ids(), first, "SIGKILL gives the run no chance to clean up");
     let o = hutch(&["run", "--", "echo", "third"], &[], &s);
     assert!(o.status.success(), "{o:?}");
