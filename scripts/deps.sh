@@ -3,7 +3,8 @@
 # the rootfs tests, and checks the Rust toolchain. Run as root.
 set -euo pipefail
 # libseccomp-dev: hutch compiles the seccomp profile once with the library crun uses
-pkgs=(crun runc bubblewrap busybox-static libseccomp-dev python3 python3-venv file ca-certificates wrk)
+# util-linux: chrt, with which the gateway benchmark runs wrk as a SCHED_BATCH task
+pkgs=(crun runc bubblewrap busybox-static libseccomp-dev python3 python3-venv file ca-certificates wrk util-linux)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
